@@ -1,0 +1,94 @@
+// ringkv: the one Engine interface. The reference engine, the CUDA engine and
+// third-party plugins implement it; the conformance properties are written
+// once against it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ringkv/config.hpp"
+#include "ringkv/precision.hpp"
+
+namespace ringkv {
+
+/// Tokens appended to one sequence in one step (a prefill chunk, or n = 1 for decode).
+/// All tensors are f32, contiguous, host memory, with layer as the outer dimension.
+struct SequenceStep {
+  int sequence = 0;        ///< in [0, batch)
+  int64_t n_tokens = 0;    ///< n >= 1
+  const float* q = nullptr;  ///< [layers][n_tokens][num_q_heads][head_dim], not yet rotated
+  const float* k = nullptr;  ///< [layers][n_tokens][num_kv_heads][head_dim], not yet rotated
+  const float* v = nullptr;  ///< [layers][n_tokens][num_kv_heads][head_dim]
+  float* out = nullptr;      ///< [layers][n_tokens][num_q_heads][head_dim], written by step
+};
+
+/// Starts a sequence afresh at position p0: it sees nothing of what it held before.
+struct SequenceReset {
+  int sequence = 0;
+  int64_t start_position = 0;  ///< p0 >= 0, p0 + max_tokens - 1 < 2^31
+};
+
+/// One step over a batch: resets first, then appends. Sequences not named sit out.
+struct StepBatch {
+  std::span<const SequenceReset> resets;
+  std::span<const SequenceStep> appends;
+};
+
+/// What an engine's cache holds for one (layer, sequence), for the exact checks (spec §11).
+struct CacheSnapshot {
+  int64_t capacity = 0;
+  int num_kv_heads = 0, head_dim = 0;
+  std::vector<int64_t> positions;   ///< [capacity] true position per slot, -1 if empty
+  std::vector<float> k, v;          ///< [capacity][num_kv_heads][head_dim] decoded stored values
+  std::vector<int8_t> k_codes, v_codes;    ///< same shape, int8 formats only
+  std::vector<float> k_scales, v_scales;   ///< [capacity][num_kv_heads][scales_per_row], int8 only
+};
+
+/// What configs an engine supports; generators stay inside it.
+struct Capabilities {
+  std::vector<DType> k_dtypes{DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
+  std::vector<DType> v_dtypes{DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
+  std::vector<Int8Scheme> int8_schemes{Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
+  std::vector<RopeStyle> rope_styles{RopeStyle::none, RopeStyle::neox, RopeStyle::gptj};
+  std::vector<RopeScaling> rope_scalings{RopeScaling::none, RopeScaling::linear, RopeScaling::ntk};
+  std::vector<int> head_dims;  ///< empty: any in [1, 1024]
+  bool sinks = true, sink_logits = true, softcap = true, multi_layer = true, snapshot = true;
+  int64_t max_window = int64_t{1} << 30;
+  int64_t max_tokens = int64_t{1} << 30;
+};
+
+struct EngineInfo {
+  std::string name;
+  PrecisionProfile precision;  ///< for the config this engine was created with
+  bool deterministic = false;  ///< same inputs give the same bits whatever the chunking and batch
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual EngineInfo info() const = 0;
+  virtual const Config& config() const = 0;
+  /// Runs one step. Throws StepError (and changes nothing) if the batch is invalid.
+  virtual void step(const StepBatch& batch) = 0;
+  /// Same as a step with just this reset.
+  virtual void reset(int sequence, int64_t start_position) = 0;
+  /// Cache contents, if the engine exposes them.
+  virtual std::optional<CacheSnapshot> snapshot(int layer, int sequence) const = 0;
+  /// Bytes the engine's KV cache holds (all layers and sequences).
+  virtual size_t cache_bytes() const = 0;
+};
+
+/// How the conformance suite makes engines of one kind.
+struct EngineFactory {
+  std::string name;
+  Capabilities capabilities;
+  std::function<std::unique_ptr<Engine>(const Config&)> create;
+};
+
+}  // namespace ringkv

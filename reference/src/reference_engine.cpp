@@ -1,0 +1,378 @@
+#include "ringkv/reference_engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "ringkv/error.hpp"
+#include "ringkv/quant.hpp"
+#include "ringkv/rope.hpp"
+
+namespace ringkv {
+namespace {
+
+Precision storage_precision(DType d) {
+  switch (d) {
+    case DType::f32: return Precision::f32;
+    case DType::f16: return Precision::f16;
+    case DType::bf16: return Precision::bf16;
+    case DType::fp8_e4m3: return Precision::fp8_e4m3;
+    case DType::fp8_e5m2: return Precision::fp8_e5m2;
+    case DType::int8: return Precision::int8;
+  }
+  return Precision::f32;
+}
+
+[[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
+  throw StepError(field + " = " + value + ": " + rule);
+}
+
+// Finds the first non-finite value of a [L][n][H][D] tensor; returns false if all are finite.
+bool find_non_finite(const float* x, int64_t layers, int64_t n, int64_t heads, int64_t dim, std::string* where) {
+  const int64_t total = layers * n * heads * dim;
+  for (int64_t i = 0; i < total; ++i) {
+    if (!std::isfinite(x[i])) {
+      const int64_t d = i % dim, h = (i / dim) % heads, t = (i / dim / heads) % n, l = i / dim / heads / n;
+      std::ostringstream os;
+      os << "[layer " << l << "][token " << t << "][head " << h << "][dim " << d << "] = " << x[i];
+      *where = os.str();
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ReferenceEngine::ReferenceEngine(Config config) : config_(std::move(config)) {
+  validate(config_);
+  p0_.resize(static_cast<size_t>(config_.batch));
+  seen_.assign(static_cast<size_t>(config_.batch), 0);
+  for (int s = 0; s < config_.batch; ++s) p0_[static_cast<size_t>(s)] = start_position(config_, s);
+  rebuild_rings();
+}
+
+void ReferenceEngine::rebuild_rings() {
+  const auto L = static_cast<int>(config_.layers.size());
+  const int D = config_.head_dim;
+  rings_.clear();
+  rings_.reserve(static_cast<size_t>(L) * static_cast<size_t>(config_.batch));
+  int64_t max_capacity = 1;
+  for (int l = 0; l < L; ++l) {
+    const RingGeometry geometry = ring_geometry(l);
+    max_capacity = std::max(max_capacity, geometry.capacity);
+    for (int s = 0; s < config_.batch; ++s) {
+      rings_.emplace_back(geometry, config_.num_kv_heads, D, config_.k_format, config_.v_format);
+    }
+  }
+  const int group = config_.num_q_heads / config_.num_kv_heads;
+  cos_.assign(static_cast<size_t>(D), 0.0);
+  sin_.assign(static_cast<size_t>(D), 0.0);
+  q_rot_.assign(static_cast<size_t>(config_.num_q_heads) * static_cast<size_t>(D), 0.0f);
+  k_rot_.assign(static_cast<size_t>(D), 0.0f);
+  row_.assign(static_cast<size_t>(D), 0.0f);
+  visible_.assign(static_cast<size_t>(max_capacity), 0);
+  scores_.assign(static_cast<size_t>(group) * static_cast<size_t>(max_capacity), 0.0f);
+  acc_.assign(static_cast<size_t>(group) * static_cast<size_t>(D), 0.0f);
+}
+
+Capabilities ReferenceEngine::capabilities() { return Capabilities{}; }
+
+EngineInfo ReferenceEngine::info() const { return EngineInfo{engine_name(), precision(), true}; }
+
+PrecisionProfile ReferenceEngine::precision() const {
+  PrecisionProfile p;
+  p.q_dot = Precision::f32;
+  p.k_storage = storage_precision(config_.k_format.dtype);
+  p.v_storage = storage_precision(config_.v_format.dtype);
+  p.accumulator = Precision::f32;
+  p.p_before_pv = Precision::f32;
+  p.output = Precision::f32;
+  p.rope_angle = Precision::f64;
+  return p;
+}
+
+size_t ReferenceEngine::cache_bytes() const {
+  size_t total = 0;
+  for (const RingKvCache& r : rings_) total += r.footprint_bytes();
+  return total;
+}
+
+// ---------------------------------------------------------------- seams (defaults = the spec)
+
+RingGeometry ReferenceEngine::ring_geometry(int layer) const {
+  const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+  return RingGeometry{L.sinks, L.window, ring_capacity(L, config_.max_tokens)};
+}
+
+bool ReferenceEngine::attends(int layer, int64_t i, int64_t j) const {
+  const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+  return j <= i && (j < L.sinks || j > i - L.window);
+}
+
+bool ReferenceEngine::slot_visible(int layer, int64_t query_index, int64_t slot_position, int64_t p0) const {
+  return slot_position != RingKvCache::kEmpty && attends(layer, query_index, slot_position - p0);
+}
+
+int64_t ReferenceEngine::rope_position(int, int64_t true_position, int64_t) const { return true_position; }
+
+int ReferenceEngine::q_head_of(int kv_head, int member) const {
+  return kv_head * (config_.num_q_heads / config_.num_kv_heads) + member;
+}
+
+void ReferenceEngine::clear_sequence(int sequence) {
+  for (size_t l = 0; l < config_.layers.size(); ++l) ring_mut(static_cast<int>(l), sequence).reset();
+}
+
+void ReferenceEngine::encode_kv_row(const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const {
+  encode_row(format, config_.head_dim, x, bytes, scales);
+}
+
+void ReferenceEngine::round_query(float*, int) const {}
+
+// ---------------------------------------------------------------- the algorithm
+
+void ReferenceEngine::validate_batch(const StepBatch& batch) const {
+  const int B = config_.batch;
+  const auto L = static_cast<int64_t>(config_.layers.size());
+  const std::string range = "must be in [0, batch = " + std::to_string(B) + ")";
+  for (size_t r = 0; r < batch.resets.size(); ++r) {
+    const std::string f = "step.resets[" + std::to_string(r) + "]";
+    const SequenceReset& reset = batch.resets[r];
+    if (reset.sequence < 0 || reset.sequence >= B) reject(f + ".sequence", std::to_string(reset.sequence), range);
+    for (size_t o = 0; o < r; ++o) {
+      if (batch.resets[o].sequence == reset.sequence) {
+        reject(f + ".sequence", std::to_string(reset.sequence), "is reset twice in one step");
+      }
+    }
+    try {
+      validate_start_position(config_, reset.start_position, f + ".start_position");
+    } catch (const ConfigError& e) {
+      throw StepError(e.what());
+    }
+  }
+  for (size_t a = 0; a < batch.appends.size(); ++a) {
+    const std::string f = "step.appends[" + std::to_string(a) + "]";
+    const SequenceStep& step = batch.appends[a];
+    if (step.sequence < 0 || step.sequence >= B) reject(f + ".sequence", std::to_string(step.sequence), range);
+    for (size_t o = 0; o < a; ++o) {
+      if (batch.appends[o].sequence == step.sequence) {
+        reject(f + ".sequence", std::to_string(step.sequence),
+               "appears twice in one step; append all its tokens as one chunk");
+      }
+    }
+    bool reset_now = false;
+    for (const SequenceReset& r : batch.resets) reset_now = reset_now || r.sequence == step.sequence;
+    const int64_t seen = reset_now ? 0 : seen_of(step.sequence);
+    const int64_t room = config_.max_tokens - seen;
+    if (step.n_tokens < 1 || step.n_tokens > room) {
+      reject(f + ".n_tokens", std::to_string(step.n_tokens),
+             "must be in [1, " + std::to_string(room) + "]: sequence " + std::to_string(step.sequence) +
+                 " holds " + std::to_string(seen) + " of max_tokens = " + std::to_string(config_.max_tokens) +
+                 " tokens");
+    }
+    if (!step.q || !step.k || !step.v || !step.out) reject(f + ".q/k/v/out", "null", "must all be non-null");
+    std::string where;
+    const int64_t D = config_.head_dim;
+    if (find_non_finite(step.q, L, step.n_tokens, config_.num_q_heads, D, &where)) reject(f + ".q" + where, "", "must be finite");
+    if (find_non_finite(step.k, L, step.n_tokens, config_.num_kv_heads, D, &where)) reject(f + ".k" + where, "", "must be finite");
+    if (find_non_finite(step.v, L, step.n_tokens, config_.num_kv_heads, D, &where)) reject(f + ".v" + where, "", "must be finite");
+  }
+}
+
+void ReferenceEngine::reset(int sequence, int64_t start_position) {
+  const SequenceReset r{sequence, start_position};
+  step(StepBatch{std::span<const SequenceReset>(&r, 1), {}});
+}
+
+void ReferenceEngine::step(const StepBatch& batch) {
+  validate_batch(batch);  // throws before anything changes
+  for (const SequenceReset& r : batch.resets) {
+    clear_sequence(r.sequence);
+    p0_[static_cast<size_t>(r.sequence)] = r.start_position;
+    seen_[static_cast<size_t>(r.sequence)] = 0;
+  }
+  const int64_t D = config_.head_dim;
+  for (const SequenceStep& a : batch.appends) {
+    const int64_t n = a.n_tokens;
+    const int64_t q_layer = n * config_.num_q_heads * D;  // floats per layer
+    const int64_t kv_layer = n * config_.num_kv_heads * D;
+    for (size_t l = 0; l < config_.layers.size(); ++l) {
+      const auto li = static_cast<int64_t>(l);
+      process_chunk(static_cast<int>(l), a.sequence, n, a.q + li * q_layer, a.k + li * kv_layer,
+                    a.v + li * kv_layer, a.out + li * q_layer);
+    }
+    seen_[static_cast<size_t>(a.sequence)] += n;
+  }
+}
+
+void ReferenceEngine::process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k,
+                                    const float* v, float* out) {
+  const int64_t qs = int64_t{config_.num_q_heads} * config_.head_dim;  // floats per token
+  const int64_t kvs = int64_t{config_.num_kv_heads} * config_.head_dim;
+  const int64_t first = seen_of(sequence);
+  // Token by token: a token's key must be in the ring before it attends (it sees
+  // itself), and must not evict a key an earlier token of the chunk still needs.
+  for (int64_t t = 0; t < n; ++t) {
+    write_token(layer, sequence, first + t, k + t * kvs, v + t * kvs);
+    attend_token(layer, sequence, first + t, q + t * qs, out + t * qs);
+  }
+}
+
+void ReferenceEngine::write_token(int layer, int sequence, int64_t index, const float* k, const float* v) {
+  RingKvCache& ring = ring_mut(layer, sequence);
+  const RopeConfig& rope = config_.layers[static_cast<size_t>(layer)].rope;
+  const int D = config_.head_dim;
+  const int64_t slot = ring.geometry().slot_of(index);
+  const int64_t position = start_of(sequence) + index;
+  if (rope.style != RopeStyle::none) {
+    rope_angles(rope, D, rope_position(layer, position, slot), cos_.data(), sin_.data());
+  }
+  for (int h = 0; h < config_.num_kv_heads; ++h) {
+    const float* k_row = k + static_cast<size_t>(h) * static_cast<size_t>(D);
+    if (rope.style != RopeStyle::none) {
+      rope_rotate(rope, D, cos_.data(), sin_.data(), k_row, k_rot_.data());
+      k_row = k_rot_.data();
+    }
+    encode_kv_row(ring.k_format(), k_row, ring.k_bytes(slot, h), ring.k_scales(slot, h));
+    encode_kv_row(ring.v_format(), v + static_cast<size_t>(h) * static_cast<size_t>(D), ring.v_bytes(slot, h),
+                  ring.v_scales(slot, h));
+  }
+  ring.set_position(slot, position);
+}
+
+void ReferenceEngine::attend_token(int layer, int sequence, int64_t index, const float* q, float* out) {
+  const RingKvCache& ring = rings_[ring_index(layer, sequence)];
+  const RopeConfig& rope = config_.layers[static_cast<size_t>(layer)].rope;
+  const int D = config_.head_dim;
+  const int Hq = config_.num_q_heads;
+  const int group = Hq / config_.num_kv_heads;
+  const int64_t C = ring.capacity();
+  const int64_t p0 = start_of(sequence);
+
+  // 1. Rotate the query from its true position.
+  const int64_t position = p0 + index;
+  if (rope.style != RopeStyle::none) {
+    rope_angles(rope, D, rope_position(layer, position, ring.geometry().slot_of(index)), cos_.data(),
+                sin_.data());
+    for (int h = 0; h < Hq; ++h) {
+      rope_rotate(rope, D, cos_.data(), sin_.data(), q + h * D, q_rot_.data() + h * D);
+    }
+  } else {
+    std::copy(q, q + static_cast<size_t>(Hq) * static_cast<size_t>(D), q_rot_.begin());
+  }
+  round_query(q_rot_.data(), Hq * D);
+
+  // 2. The visible slots: chosen by the true position each slot records.
+  int64_t n_visible = 0;
+  for (int64_t slot = 0; slot < C; ++slot) {
+    if (slot_visible(layer, index, ring.position(slot), p0)) visible_[static_cast<size_t>(n_visible++)] = slot;
+  }
+
+  const float scale = static_cast<float>(softmax_scale(config_));
+  const bool capped = config_.softcap.has_value();
+  const float cap = capped ? static_cast<float>(*config_.softcap) : 1.0f;
+  const bool has_sink_logit = !config_.sink_logits.empty();
+  float* scores = scores_.data();  // [group][C]
+  float* acc = acc_.data();        // [group][D]
+
+  for (int g = 0; g < config_.num_kv_heads; ++g) {
+    // 3. Scores: each K row is decoded once and used by every query head of the group.
+    for (int64_t i = 0; i < n_visible; ++i) {
+      ring.decode_k(visible_[static_cast<size_t>(i)], g, row_.data());
+      for (int m = 0; m < group; ++m) {
+        const float* qh = q_rot_.data() + q_head_of(g, m) * D;
+        float dot = 0.0f;
+        for (int d = 0; d < D; ++d) dot += qh[d] * row_[static_cast<size_t>(d)];
+        float s = scale * dot;
+        if (capped) s = cap * std::tanh(s / cap);
+        scores[m * C + i] = s;
+      }
+    }
+    // 4. Softmax per query head (the learned sink logit joins the denominator only).
+    for (int m = 0; m < group; ++m) {
+      float* sm = scores + m * C;
+      const float sink = has_sink_logit ? config_.sink_logits[static_cast<size_t>(layer)][static_cast<size_t>(q_head_of(g, m))]
+                                        : -std::numeric_limits<float>::infinity();
+      float max_s = sink;
+      for (int64_t i = 0; i < n_visible; ++i) max_s = std::max(max_s, sm[i]);
+      float sum = has_sink_logit ? std::exp(sink - max_s) : 0.0f;
+      for (int64_t i = 0; i < n_visible; ++i) {
+        sm[i] = std::exp(sm[i] - max_s);
+        sum += sm[i];
+      }
+      // Normalise P now so that P·V below is a plain weighted sum.
+      for (int64_t i = 0; i < n_visible; ++i) sm[i] /= sum;
+      std::fill(acc + m * D, acc + (m + 1) * D, 0.0f);
+    }
+    // 5. P·V: each V row is decoded once.
+    for (int64_t i = 0; i < n_visible; ++i) {
+      ring.decode_v(visible_[static_cast<size_t>(i)], g, row_.data());
+      for (int m = 0; m < group; ++m) {
+        const float p = scores[m * C + i];
+        float* am = acc + m * D;
+        for (int d = 0; d < D; ++d) am[d] += p * row_[static_cast<size_t>(d)];
+      }
+    }
+    for (int m = 0; m < group; ++m) {
+      std::copy(acc + m * D, acc + (m + 1) * D, out + q_head_of(g, m) * D);
+    }
+  }
+}
+
+std::optional<CacheSnapshot> ReferenceEngine::snapshot(int layer, int sequence) const {
+  if (layer < 0 || static_cast<size_t>(layer) >= config_.layers.size()) {
+    throw StepError("snapshot layer = " + std::to_string(layer) + ": must be in [0, " +
+                    std::to_string(config_.layers.size()) + ")");
+  }
+  if (sequence < 0 || sequence >= config_.batch) {
+    throw StepError("snapshot sequence = " + std::to_string(sequence) + ": must be in [0, " +
+                    std::to_string(config_.batch) + ")");
+  }
+  const RingKvCache& ring = rings_[ring_index(layer, sequence)];
+  const int H = config_.num_kv_heads, D = config_.head_dim;
+  const auto C = static_cast<size_t>(ring.capacity());
+  CacheSnapshot snap;
+  snap.capacity = ring.capacity();
+  snap.num_kv_heads = H;
+  snap.head_dim = D;
+  snap.positions.resize(C);
+  const size_t row = static_cast<size_t>(D);
+  snap.k.resize(C * static_cast<size_t>(H) * row);
+  snap.v.resize(C * static_cast<size_t>(H) * row);
+  const bool k_int8 = ring.k_format().dtype == DType::int8, v_int8 = ring.v_format().dtype == DType::int8;
+  const auto ks = static_cast<size_t>(scales_per_row(ring.k_format(), D));
+  const auto vs = static_cast<size_t>(scales_per_row(ring.v_format(), D));
+  if (k_int8) snap.k_codes.resize(snap.k.size()), snap.k_scales.resize(C * static_cast<size_t>(H) * ks);
+  if (v_int8) snap.v_codes.resize(snap.v.size()), snap.v_scales.resize(C * static_cast<size_t>(H) * vs);
+  for (size_t slot = 0; slot < C; ++slot) {
+    snap.positions[slot] = ring.position(static_cast<int64_t>(slot));
+    for (int h = 0; h < H; ++h) {
+      const size_t r = slot * static_cast<size_t>(H) + static_cast<size_t>(h);
+      const auto s = static_cast<int64_t>(slot);
+      ring.decode_k(s, h, snap.k.data() + r * row);
+      ring.decode_v(s, h, snap.v.data() + r * row);
+      if (k_int8) {
+        const auto* c = reinterpret_cast<const int8_t*>(ring.k_bytes(s, h));
+        std::copy(c, c + D, snap.k_codes.begin() + static_cast<std::ptrdiff_t>(r * row));
+        std::copy(ring.k_scales(s, h), ring.k_scales(s, h) + ks, snap.k_scales.begin() + static_cast<std::ptrdiff_t>(r * ks));
+      }
+      if (v_int8) {
+        const auto* c = reinterpret_cast<const int8_t*>(ring.v_bytes(s, h));
+        std::copy(c, c + D, snap.v_codes.begin() + static_cast<std::ptrdiff_t>(r * row));
+        std::copy(ring.v_scales(s, h), ring.v_scales(s, h) + vs, snap.v_scales.begin() + static_cast<std::ptrdiff_t>(r * vs));
+      }
+    }
+  }
+  return snap;
+}
+
+EngineFactory reference_engine_factory() {
+  return EngineFactory{"reference", ReferenceEngine::capabilities(),
+                       [](const Config& c) -> std::unique_ptr<Engine> { return std::make_unique<ReferenceEngine>(c); }};
+}
+
+std::unique_ptr<Engine> make_reference_engine(const Config& config) { return std::make_unique<ReferenceEngine>(config); }
+
+}  // namespace ringkv
