@@ -1,1 +1,239 @@
-// placeholder
+#include "mutants/mutants.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "ringkv/quant.hpp"
+#include "ringkv/reference_engine.hpp"
+#include "ringkv/rope.hpp"
+
+namespace ringkv::conformance {
+namespace {
+
+// Window W + 1, with a ring one slot larger so that the mask, not the eviction, decides.
+class WindowPlusOne : public ReferenceEngine {
+ public:
+  explicit WindowPlusOne(Config c) : ReferenceEngine(std::move(c)) { rebuild_rings(); }
+
+ protected:
+  RingGeometry ring_geometry(int layer) const override {
+    const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+    return RingGeometry{L.sinks, L.window + 1, std::min(L.sinks + L.window + 1, config_.max_tokens)};
+  }
+  bool attends(int layer, int64_t i, int64_t j) const override {
+    const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+    return j <= i && (j < L.sinks || j > i - (L.window + 1));
+  }
+  const char* engine_name() const override { return "mutant:window_plus_one"; }
+};
+
+// Window W - 1 (the ring is right; the mask drops the oldest key).
+class WindowMinusOne : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  bool attends(int layer, int64_t i, int64_t j) const override {
+    const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+    return j <= i && (j < L.sinks || j > i - (L.window - 1));
+  }
+  const char* engine_name() const override { return "mutant:window_minus_one"; }
+};
+
+// RoPE from the ring slot instead of the true position.
+class RopeFromSlot : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  int64_t rope_position(int, int64_t, int64_t slot) const override { return slot; }
+  const char* engine_name() const override { return "mutant:rope_from_slot"; }
+};
+
+// Attends every slot, including empty ones, before the ring fills.
+class AttendsEmptySlots : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  bool slot_visible(int layer, int64_t i, int64_t pos, int64_t p0) const override {
+    return pos == RingKvCache::kEmpty || ReferenceEngine::slot_visible(layer, i, pos, p0);
+  }
+  const char* engine_name() const override { return "mutant:attends_empty_slots"; }
+};
+
+// Writes the whole chunk into the ring, then attends: a chunk evicts keys its own earlier tokens need.
+class ChunkWrittenFirst : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k, const float* v,
+                     float* out) override {
+    const int64_t qs = int64_t{config_.num_q_heads} * config_.head_dim;
+    const int64_t kvs = int64_t{config_.num_kv_heads} * config_.head_dim;
+    const int64_t first = seen_of(sequence);
+    for (int64_t t = 0; t < n; ++t) write_token(layer, sequence, first + t, k + t * kvs, v + t * kvs);
+    for (int64_t t = 0; t < n; ++t) attend_token(layer, sequence, first + t, q + t * qs, out + t * qs);
+  }
+  const char* engine_name() const override { return "mutant:chunk_written_first"; }
+};
+
+// A reset forgets the sequence's count but leaves its slots (and their positions) in place.
+class StaleAfterReset : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void clear_sequence(int) override {}
+  const char* engine_name() const override { return "mutant:stale_after_reset"; }
+};
+
+// Sinks are not pinned: the ring rotates over all S + W slots and evicts them.
+class SinksEvicted : public ReferenceEngine {
+ public:
+  explicit SinksEvicted(Config c) : ReferenceEngine(std::move(c)) { rebuild_rings(); }
+
+ protected:
+  RingGeometry ring_geometry(int layer) const override {
+    const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+    return RingGeometry{0, L.sinks + L.window, ring_capacity(L, config_.max_tokens)};
+  }
+  const char* engine_name() const override { return "mutant:sinks_evicted"; }
+};
+
+// GQA: query head h reads kv head h % Hkv instead of h / (Hq / Hkv).
+class GqaModulo : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  int q_head_of(int kv_head, int member) const override { return kv_head + member * config_.num_kv_heads; }
+  const char* engine_name() const override { return "mutant:gqa_modulo"; }
+};
+
+// INT8 codes truncated toward zero instead of rounded.
+class Int8Truncation : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void encode_kv_row(bool is_key, const KvFormat& f, const float* x, uint8_t* bytes, float* scales) const override {
+    if (f.dtype != DType::int8) return ReferenceEngine::encode_kv_row(is_key, f, x, bytes, scales);
+    const int D = config_.head_dim, G = int8_group_size(f.int8_scheme, D);
+    auto* codes = reinterpret_cast<int8_t*>(bytes);
+    for (int g = 0; g * G < D; ++g) {
+      float amax = 0.0f;
+      for (int i = g * G; i < (g + 1) * G; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float s = f.int8_scheme == Int8Scheme::static_tensor ? f.scale : amax / 127.0f;
+      for (int i = g * G; i < (g + 1) * G; ++i) {
+        codes[i] = s == 0.0f ? int8_t{0} : static_cast<int8_t>(std::clamp(std::trunc(x[i] / s), -127.0f, 127.0f));
+      }
+      if (f.int8_scheme == Int8Scheme::per_head) scales[g] = s;
+      if (f.int8_scheme == Int8Scheme::q8_0) scales[g] = round_to_f16(s);
+    }
+  }
+  const char* engine_name() const override { return "mutant:int8_truncation"; }
+};
+
+// One INT8 scale for a whole chunk (its amax over every token and head) instead of per group.
+class Int8ScalePerChunk : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k, const float* v,
+                     float* out) override {
+    const int D = config_.head_dim;
+    const int64_t kvs = int64_t{config_.num_kv_heads} * D;
+    const RopeConfig& rope = config_.layers[static_cast<size_t>(layer)].rope;
+    std::vector<double> c(static_cast<size_t>(D)), s(static_cast<size_t>(D));
+    std::vector<float> row(static_cast<size_t>(D));
+    k_amax_ = v_amax_ = 0.0f;
+    for (int64_t t = 0; t < n; ++t) {
+      if (rope.style != RopeStyle::none) rope_angles(rope, D, start_of(sequence) + seen_of(sequence) + t, c.data(), s.data());
+      for (int h = 0; h < config_.num_kv_heads; ++h) {
+        const float* kr = k + t * kvs + h * D;
+        if (rope.style != RopeStyle::none) {
+          rope_rotate(rope, D, c.data(), s.data(), kr, row.data());
+          kr = row.data();
+        }
+        for (int d = 0; d < D; ++d) {
+          k_amax_ = std::max(k_amax_, std::fabs(kr[d]));
+          v_amax_ = std::max(v_amax_, std::fabs(v[t * kvs + h * D + d]));
+        }
+      }
+    }
+    ReferenceEngine::process_chunk(layer, sequence, n, q, k, v, out);
+  }
+  void encode_kv_row(bool is_key, const KvFormat& f, const float* x, uint8_t* bytes, float* scales) const override {
+    if (f.dtype != DType::int8 || f.int8_scheme == Int8Scheme::static_tensor) {
+      return ReferenceEngine::encode_kv_row(is_key, f, x, bytes, scales);
+    }
+    const int D = config_.head_dim, G = int8_group_size(f.int8_scheme, D);
+    const float s = (is_key ? k_amax_ : v_amax_) / 127.0f;
+    auto* codes = reinterpret_cast<int8_t*>(bytes);
+    for (int i = 0; i < D; ++i) codes[i] = s == 0.0f ? int8_t{0} : int8_round_clamp(x[i] / s, f.rounding);
+    for (int g = 0; g * G < D; ++g) scales[g] = f.int8_scheme == Int8Scheme::q8_0 ? round_to_f16(s) : s;
+  }
+  const char* engine_name() const override { return "mutant:int8_scale_per_chunk"; }
+
+ private:
+  float k_amax_ = 0.0f, v_amax_ = 0.0f;
+};
+
+// q rounded to f16 before q·k. Declaring an f32 profile is a lie the bound must catch;
+// declaring q_dot = f16 makes it a correct engine the bound must accept.
+class F16Query : public ReferenceEngine {
+ public:
+  F16Query(Config c, bool declare_f16) : ReferenceEngine(std::move(c)), declare_f16_(declare_f16) {}
+
+ protected:
+  void round_query(float* q, int n) const override {
+    for (int i = 0; i < n; ++i) q[i] = round_to_f16(q[i]);
+  }
+  PrecisionProfile precision() const override {
+    PrecisionProfile p = ReferenceEngine::precision();
+    if (declare_f16_) p.q_dot = Precision::f16;
+    return p;
+  }
+  const char* engine_name() const override {
+    return declare_f16_ ? "control:f16_query_declared_f16" : "mutant:f16_query_declared_f32";
+  }
+
+ private:
+  bool declare_f16_;
+};
+
+template <typename T, typename... Extra>
+EngineFactory factory(const char* name, Extra... extra) {
+  return EngineFactory{name, ReferenceEngine::capabilities(), [=](const Config& c) -> std::unique_ptr<Engine> {
+                         return std::make_unique<T>(c, extra...);
+                       }};
+}
+
+}  // namespace
+
+const std::vector<MutantInfo>& all_mutants() {
+  static const std::vector<MutantInfo> mutants{
+      {"window_plus_one", "attends W + 1 keys (ring one slot larger, so only the mask is wrong)",
+       factory<WindowPlusOne>("window_plus_one")},
+      {"window_minus_one", "attends W - 1 keys", factory<WindowMinusOne>("window_minus_one")},
+      {"rope_from_slot", "RoPE angle from the ring slot instead of the true position", factory<RopeFromSlot>("rope_from_slot")},
+      {"attends_empty_slots", "attends empty slots before the ring fills", factory<AttendsEmptySlots>("attends_empty_slots")},
+      {"chunk_written_first", "writes a whole chunk into the ring before attending", factory<ChunkWrittenFirst>("chunk_written_first")},
+      {"stale_after_reset", "a reset leaves the old slots and positions in place", factory<StaleAfterReset>("stale_after_reset")},
+      {"sinks_evicted", "sink tokens rotate out of the ring like any other", factory<SinksEvicted>("sinks_evicted")},
+      {"gqa_modulo", "query head h reads kv head h % Hkv", factory<GqaModulo>("gqa_modulo")},
+      {"int8_truncation", "INT8 codes truncated toward zero", factory<Int8Truncation>("int8_truncation")},
+      {"int8_scale_per_chunk", "one INT8 scale for a whole chunk", factory<Int8ScalePerChunk>("int8_scale_per_chunk")},
+      {"f16_query_declared_f32", "q rounded to f16 before q.k while declaring an f32 profile",
+       factory<F16Query>("f16_query_declared_f32", false)},
+      {"f16_query_declared_f16", "q rounded to f16, declaring q_dot = f16 (correct: must pass)",
+       factory<F16Query>("f16_query_declared_f16", true), true},
+  };
+  return mutants;
+}
+
+}  // namespace ringkv::conformance

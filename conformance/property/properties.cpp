@@ -1,1 +1,571 @@
-// placeholder
+#include "property/properties.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include <rapidcheck.h>
+
+#include "ringkv/quant.hpp"
+#include "support/oracle.hpp"
+#include "support/runner.hpp"
+
+namespace ringkv::conformance {
+namespace {
+
+const std::string kPass;  // a property passes when its report equals this
+
+// "" if `why` is empty, else the reason with the case id and description.
+std::string report(const Case& c, const std::string& label, const std::string& why) {
+  if (why.empty()) return kPass;
+  return label + ": " + why + "\n" + c.describe();
+}
+
+// RC_ASSERT on a report: RapidCheck prints both sides, so the reason and the case show up.
+#define RINGKV_RC_CHECK(expr)                       \
+  do {                                              \
+    const std::string ringkv_report = (expr);       \
+    RC_ASSERT(ringkv_report == kPass);              \
+  } while (false)
+
+int64_t longest_stream(const Case& c) {
+  const int B = c.config.batch;
+  std::vector<int64_t> seen(static_cast<size_t>(B), 0);
+  int64_t longest = 0;
+  for (const StepPlan& st : c.steps) {
+    for (const ResetPlan& r : st.resets) seen[static_cast<size_t>(r.sequence)] = 0;
+    for (int s = 0; s < B; ++s) {
+      seen[static_cast<size_t>(s)] += st.tokens[static_cast<size_t>(s)];
+      longest = std::max(longest, seen[static_cast<size_t>(s)]);
+    }
+  }
+  return longest;
+}
+
+// The streams sequence s runs in a case.
+std::vector<int> streams_of(const Case& c, int s) {
+  std::vector<int> out{c.initial_stream(s)};
+  for (const StepPlan& st : c.steps) {
+    for (const ResetPlan& r : st.resets) {
+      if (r.sequence == s) out.push_back(r.stream);
+    }
+  }
+  return out;
+}
+
+// Runs both cases and compares their selected outputs (bitwise for deterministic engines).
+std::string run_and_compare(const EngineFactory& f, const Case& a, const Case& b, const RunOptions& ob,
+                            CompareOptions cmp, bool oracle_on_both) {
+  RunOptions oa;
+  const RunResult ra = run_case(f, a, oa);
+  if (!ra.ok()) return "run A (the case as generated): " + ra.failure;
+  RunOptions obb = ob;
+  if (!oracle_on_both && ra.info.deterministic) obb.compare_oracle = false;
+  const RunResult rb = run_case(f, b, obb);
+  if (!rb.ok()) return "run B (" + b.id() + "): " + rb.failure;
+  cmp.bitwise = cmp.bitwise && ra.info.deterministic;
+  const std::string diff = compare_runs(ra, rb, a.config, cmp);
+  return diff.empty() ? "" : diff + "\n  run B is " + b.id();
+}
+
+// Drops per-head sink logits (for variants that change the head count).
+void clear_sink_logits(Case& c) { c.config.sink_logits.clear(); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- 1
+void prop_oracle_equality(const EngineFactory& f, const Case& c) {
+  const RunResult r = run_case(f, c);
+  RINGKV_RC_CHECK(report(c, "OracleEquality", r.failure));
+}
+
+// ---------------------------------------------------------------- 2
+void prop_ring_holds_visible_set(const EngineFactory& f, const Case& c) {
+  RunOptions o;
+  o.compare_oracle = false;
+  o.check_ring = true;
+  const RunResult r = run_case(f, c, o);
+  RINGKV_RC_CHECK(report(c, "RingHoldsVisibleSet", r.failure));
+}
+
+// ---------------------------------------------------------------- 3
+void prop_constant_memory(const EngineFactory& f, const Case& c) {
+  Case m = c;
+  Config& cfg = m.config;
+  cfg.batch = 1;
+  cfg.start_positions = {start_position(c.config, 0)};
+  if (cfg.head_dim > 32) {  // memory does not depend on the data: keep the 100 W tokens cheap
+    cfg.head_dim = 32;
+    for (LayerConfig& l : cfg.layers) {
+      if (l.rope.rotary_dim > 32) l.rope.rotary_dim = 16;
+    }
+  }
+  int64_t W = 1, S = 0;
+  for (const LayerConfig& l : c.config.layers) {
+    if (l.window < c.config.max_tokens) W = std::max(W, l.window);
+    S = std::max(S, l.sinks);
+  }
+  const int64_t total = 100 * W + S;
+  cfg.max_tokens = total;
+  cfg.start_positions = {std::min(cfg.start_positions[0], kMaxPosition - total)};
+  std::unique_ptr<Engine> e;
+  try {
+    e = f.create(cfg);
+  } catch (const std::exception& ex) {
+    RINGKV_RC_CHECK(report(m, "ConstantMemory", std::string("engine creation threw: ") + ex.what()));
+    return;
+  }
+  const size_t at_construction = e->cache_bytes();
+  size_t at_full = 0;
+  std::string why;
+  const auto L = static_cast<int64_t>(cfg.layers.size());
+  std::vector<float> q, k, v, out;
+  for (int64_t done = 0; done < total && why.empty();) {
+    const int64_t n = std::min(done < S + W ? S + W - done : 4 * W, total - done);
+    q.resize(static_cast<size_t>(L * n * cfg.num_q_heads * cfg.head_dim));
+    k.resize(static_cast<size_t>(L * n * cfg.num_kv_heads * cfg.head_dim));
+    v.resize(k.size());
+    out.resize(q.size());
+    fill_chunk(m, Tensor::q, 0, done, n, q.data());
+    fill_chunk(m, Tensor::k, 0, done, n, k.data());
+    fill_chunk(m, Tensor::v, 0, done, n, v.data());
+    const SequenceStep step{0, n, q.data(), k.data(), v.data(), out.data()};
+    try {
+      e->step(StepBatch{{}, std::span<const SequenceStep>(&step, 1)});
+    } catch (const std::exception& ex) {
+      why = std::string("engine threw: ") + ex.what();
+      break;
+    }
+    done += n;
+    const size_t now = e->cache_bytes();
+    if (done == S + W || (done > S + W && at_full == 0)) at_full = now;
+    if (now != at_construction) {
+      why = "cache_bytes() is " + std::to_string(now) + " after " + std::to_string(done) + " tokens, " +
+            std::to_string(at_construction) + " at construction";
+    }
+  }
+  if (why.empty() && at_full != e->cache_bytes()) {
+    why = "cache_bytes() after S + W tokens is " + std::to_string(at_full) + ", after 100 W tokens " +
+          std::to_string(e->cache_bytes());
+  }
+  RINGKV_RC_CHECK(report(m, "ConstantMemory", why));
+}
+
+// ---------------------------------------------------------------- 4
+void prop_chunking_invariance(const EngineFactory& f, const Case& c) {
+  CompareOptions cmp;
+  cmp.bitwise = true;
+  std::string why = run_and_compare(f, c, token_by_token(c), {}, cmp, false);
+  if (why.empty()) why = run_and_compare(f, c, one_chunk_per_stream(c), {}, cmp, false);
+  RINGKV_RC_CHECK(report(c, "ChunkingInvariance", why));
+}
+
+// ---------------------------------------------------------------- 5
+void prop_batch_isolation(const EngineFactory& f, const Case& c) {
+  Case a = c;
+  if (a.config.batch == 1) {  // give sequence 0 a neighbour that runs alongside it
+    a.config.batch = 2;
+    a.config.start_positions.push_back(std::min<int64_t>(7, kMaxPosition - a.config.max_tokens));
+    for (StepPlan& st : a.steps) st.tokens.push_back(st.tokens[0]);
+    for (StepPlan& st : a.steps) {
+      for (const ResetPlan& r : std::vector<ResetPlan>(st.resets)) {
+        if (r.sequence == 0) st.resets.push_back({1, r.start_position, r.stream + 1000});
+      }
+    }
+  }
+  const std::vector<int> mine = streams_of(a, 0);
+  CompareOptions cmp;
+  cmp.bitwise = true;
+  cmp.select = [mine](const TokenKey& k) { return std::find(mine.begin(), mine.end(), k.stream) != mine.end(); };
+  // Variant 1: the others sit out every step and never reset; appends listed in reverse.
+  Case alone = a;
+  for (StepPlan& st : alone.steps) {
+    for (size_t s = 1; s < st.tokens.size(); ++s) st.tokens[s] = 0;
+    std::erase_if(st.resets, [](const ResetPlan& r) { return r.sequence != 0; });
+  }
+  RunOptions reverse;
+  reverse.reverse_appends = true;
+  std::string why = run_and_compare(f, a, alone, reverse, cmp, false);
+  // Variant 2: the others see different data and take their steps one token at a time.
+  if (why.empty()) {
+    Case other = a;
+    other.stream_salt.assign(1024, 0);
+    for (size_t s = 0; s < other.stream_salt.size(); ++s) {
+      if (std::find(mine.begin(), mine.end(), static_cast<int>(s)) == mine.end()) other.stream_salt[s] = 0xabcdef + s;
+    }
+    Case busy = token_by_token(other);
+    // Sequence 0 keeps its original chunking: re-merge its tokens.
+    Case merged = other;
+    merged.steps.clear();
+    for (const StepPlan& st : other.steps) {
+      StepPlan first = st;  // sequence 0's chunk and every reset
+      for (size_t s = 1; s < first.tokens.size(); ++s) first.tokens[s] = 0;
+      merged.steps.push_back(first);
+      for (size_t s = 1; s < st.tokens.size(); ++s) {
+        for (int64_t i = 0; i < st.tokens[s]; ++i) {
+          StepPlan one;
+          one.tokens.assign(st.tokens.size(), 0);
+          one.tokens[s] = 1;
+          merged.steps.push_back(one);
+        }
+      }
+    }
+    (void)busy;
+    why = run_and_compare(f, a, merged, {}, cmp, false);
+  }
+  RINGKV_RC_CHECK(report(a, "BatchIsolation", why));
+}
+
+// ---------------------------------------------------------------- 6
+void prop_reset_is_fresh(const EngineFactory& f, const Case& c) {
+  // Fresh: sequence 0's first stream alone in a batch of 1.
+  Case fresh = c;
+  fresh.config.batch = 1;
+  fresh.steps.clear();
+  for (const StepPlan& st : c.steps) {
+    bool reset0 = false;
+    for (const ResetPlan& r : st.resets) reset0 = reset0 || r.sequence == 0;
+    if (reset0) break;
+    if (st.tokens[0] == 0) continue;
+    fresh.steps.push_back(StepPlan{{}, {st.tokens[0]}});
+  }
+  const int64_t m = fresh.config.max_tokens;  // the previous occupant fills the whole ring and more
+  const int kind = static_cast<int>(c.seed % 3);
+  int64_t p0 = start_position(c.config, 0);
+  const int64_t hi = kMaxPosition - fresh.config.max_tokens;
+  int64_t prev = p0;
+  if (kind == 1) {  // old positions all below the new p0: stale slots would pass j <= i
+    p0 = std::min(hi, std::max(p0, m + 8));
+    prev = p0 - m - 8;
+  } else if (kind == 2) {  // old positions above the new ones
+    prev = std::min(hi, p0 + m);
+  }
+  fresh.config.start_positions = {p0};
+  fresh.config.sink_logits = c.config.sink_logits;
+  Case reused = fresh;
+  reused.config.start_positions = {prev};
+  reused.initial_streams = {777};
+  reused.steps.clear();
+  for (int64_t left = m; left > 0;) {
+    const int64_t n = std::min<int64_t>(left, 1 + static_cast<int64_t>(c.seed % 7));
+    reused.steps.push_back(StepPlan{{}, {n}});
+    left -= n;
+  }
+  StepPlan rst{{ResetPlan{0, p0, 0}}, {0}};
+  reused.steps.push_back(rst);
+  for (const StepPlan& st : fresh.steps) reused.steps.push_back(st);
+  CompareOptions cmp;
+  cmp.bitwise = true;
+  cmp.select = [](const TokenKey& k) { return k.stream == 0; };
+  RINGKV_RC_CHECK(report(reused, "ResetIsFresh", run_and_compare(f, fresh, reused, {}, cmp, false)));
+}
+
+// ---------------------------------------------------------------- 7
+void prop_rope_relativity(const EngineFactory& f, const Case& c) {
+  Case a = c;
+  a.config.k_format = KvFormat{};
+  a.config.v_format = KvFormat{};
+  const int64_t hi = kMaxPosition - a.config.max_tokens;
+  int64_t lo_p = hi, hi_p = 0;
+  const auto note = [&](int64_t p) { lo_p = std::min(lo_p, p), hi_p = std::max(hi_p, p); };
+  for (int s = 0; s < a.config.batch; ++s) note(start_position(a.config, s));
+  for (const StepPlan& st : a.steps) for (const ResetPlan& r : st.resets) note(r.start_position);
+  const int64_t wanted = std::array<int64_t, 3>{1, 1000, int64_t{1} << 20}[c.seed % 3];
+  const int64_t shift = hi_p + wanted <= hi ? wanted : -std::min(wanted, lo_p);
+  Case b = a;
+  for (int64_t& p : b.config.start_positions) p += shift;
+  for (StepPlan& st : b.steps) for (ResetPlan& r : st.resets) r.start_position += shift;
+  CompareOptions cmp;
+  cmp.oracle_gap = false;  // the same data at shifted positions: no oracle slack between the runs
+  RINGKV_RC_CHECK(report(b, "RopeRelativity (shift " + std::to_string(shift) + ")",
+                         run_and_compare(f, a, b, {}, cmp, true)));
+}
+
+// ---------------------------------------------------------------- 8
+void prop_boundary_identities(const EngineFactory& f, const Case& c0) {
+  Case c = c0;
+  freeze_needles(c);  // the variants change W and S, not the data
+  const int64_t length = longest_stream(c);
+  std::string why;
+  // (a) W = 1, S = 0, no sink logit: every output is the token's own stored v, exactly.
+  {
+    Case one = c;
+    for (LayerConfig& l : one.config.layers) l.window = 1, l.sinks = 0;
+    one.config.sink_logits.clear();
+    const RunResult r = run_case(f, one);
+    why = r.failure;
+    for (const auto& [key, rec] : r.tokens) {
+      if (!why.empty()) break;
+      for (size_t i = 0; i < rec.got.size(); ++i) {
+        if (static_cast<double>(rec.got[i]) != rec.expected[i]) {
+          why = "W = 1, S = 0: stream " + std::to_string(key.stream) + " token " + std::to_string(key.index) +
+                " output element " + std::to_string(i) + " is " + std::to_string(rec.got[i]) +
+                ", not the token's own stored v " + std::to_string(rec.expected[i]);
+          break;
+        }
+      }
+    }
+    if (!why.empty()) why = "(W = 1, S = 0) " + why;
+  }
+  CompareOptions cmp;
+  cmp.bitwise = true;
+  cmp.oracle_gap = false;
+  Case causal = c;
+  for (LayerConfig& l : causal.config.layers) l.window = causal.config.max_tokens + 3, l.sinks = 0;
+  // (b) W >= length: the window never bites, it is causal attention.
+  if (why.empty()) {
+    Case w = c;
+    for (LayerConfig& l : w.config.layers) l.window = length, l.sinks = 0;
+    why = run_and_compare(f, causal, w, {}, cmp, true);
+    if (!why.empty()) why = "(W = length = " + std::to_string(length) + " vs causal) " + why;
+  }
+  // (c) S + W >= length: sinks plus window cover everything, it is causal attention.
+  if (why.empty()) {
+    Case sw = c;
+    for (LayerConfig& l : sw.config.layers) {
+      l.sinks = std::max<int64_t>(l.sinks, 1);
+      l.window = std::max<int64_t>(1, length - l.sinks);
+    }
+    why = run_and_compare(f, causal, sw, {}, cmp, true);
+    if (!why.empty()) why = "(S + W = length vs causal) " + why;
+  }
+  RINGKV_RC_CHECK(report(c, "BoundaryIdentities", why));
+}
+
+// ---------------------------------------------------------------- 9
+void prop_gqa_equals_mha(const EngineFactory& f, const Case& c) {
+  Case gqa = c;
+  Config& g = gqa.config;
+  if (g.num_q_heads == g.num_kv_heads) {  // make it grouped: MQA, or 2 query heads per kv head
+    if (g.num_q_heads == 1) {
+      g.num_q_heads = 2;
+      clear_sink_logits(gqa);
+    } else {
+      g.num_kv_heads = 1;
+    }
+  }
+  Case mha = gqa;
+  mha.config.num_kv_heads = g.num_q_heads;
+  mha.kv_head_repeat = g.num_q_heads / g.num_kv_heads;
+  CompareOptions cmp;
+  cmp.oracle_gap = false;  // identical data: the oracles agree exactly
+  RINGKV_RC_CHECK(report(gqa, "GqaEqualsMha (Hq " + std::to_string(g.num_q_heads) + ", Hkv " +
+                                  std::to_string(g.num_kv_heads) + ")",
+                         run_and_compare(f, gqa, mha, {}, cmp, true)));
+}
+
+// ---------------------------------------------------------------- 10
+void prop_int8_storage(const EngineFactory& f, const Case& c) {
+  Case m = c;
+  Config& cfg = m.config;
+  const Int8Scheme schemes[] = {Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
+  Int8Scheme scheme = schemes[c.seed % 3];
+  if (scheme == Int8Scheme::q8_0 && cfg.head_dim % 32 != 0) scheme = Int8Scheme::per_head;
+  KvFormat fmt;
+  fmt.dtype = DType::int8;
+  fmt.int8_scheme = scheme;
+  fmt.rounding = (c.seed / 3) % 2 ? Rounding::half_away : Rounding::nearest_even;
+  fmt.scale = 0.01f;  // static_tensor: values beyond 1.27 clip
+  cfg.k_format = cfg.v_format = fmt;
+  for (LayerConfig& l : cfg.layers) l.rope.style = RopeStyle::none;  // K stored = quant(k): we know x
+  m.zero_rows_every = 5;
+  m.data = DataMode::random;
+  std::string why;
+  const int D = cfg.head_dim, H = cfg.num_kv_heads;
+  const int G = int8_group_size(scheme, D);
+  // First pass: quantise every token and check each element against x.
+  std::vector<std::vector<float>> dequantised;  // per (step) the snapshot values of each new token
+  RunOptions o;
+  o.compare_oracle = false;
+  o.oracle = true;
+  std::vector<float> x(static_cast<size_t>(D));
+  o.after_step = [&](int st, Engine& e) {
+    if (!why.empty()) return;
+    for (int l = 0; l < static_cast<int>(cfg.layers.size()) && why.empty(); ++l) {
+      for (int s = 0; s < cfg.batch && why.empty(); ++s) {
+        if (m.steps[static_cast<size_t>(st)].tokens[static_cast<size_t>(s)] == 0) continue;
+        const std::optional<CacheSnapshot> snap = e.snapshot(l, s);
+        if (!snap) { why = "engine has no snapshot()"; return; }
+        if (snap->k_codes.empty()) { why = "snapshot has no INT8 codes"; return; }
+        for (int64_t slot = 0; slot < snap->capacity && why.empty(); ++slot) {
+          if (snap->positions[static_cast<size_t>(slot)] < 0) continue;
+          // Which stream and index: rebuild from the run's reset history is heavy; the data of a
+          // slot is checked against the stored codes only (the element bound needs x: below).
+          for (int h = 0; h < H; ++h) {
+            for (int d = 0; d < D; ++d) {
+              const size_t e_ = (static_cast<size_t>(slot) * static_cast<size_t>(H) + static_cast<size_t>(h)) * static_cast<size_t>(D) + static_cast<size_t>(d);
+              for (const auto* codes : {&snap->k_codes, &snap->v_codes}) {
+                const int code = (*codes)[e_];
+                if (code < -127 || code > 127) {
+                  why = "INT8 code " + std::to_string(code) + " outside [-127, 127] at slot " + std::to_string(slot);
+                }
+              }
+              for (const auto* vals : {&snap->k, &snap->v}) {
+                if (!std::isfinite((*vals)[e_])) why = "non-finite dequantised value at slot " + std::to_string(slot);
+              }
+            }
+          }
+        }
+      }
+    }
+  };
+  const RunResult r = run_case(f, m, o);
+  if (why.empty()) why = r.failure;
+  // Element bound, zero groups and idempotence, token by token, through single-token engines:
+  // for every (layer, stream, token) the engine quantises x, and then x̂ again.
+  if (why.empty()) {
+    Config one = cfg;
+    one.batch = 1;
+    one.start_positions.clear();
+    one.sink_logits.clear();
+    one.max_tokens = 2;
+    for (LayerConfig& l : one.layers) l.window = 2, l.sinks = 0;
+    std::vector<float> q(static_cast<size_t>(one.layers.size()) * static_cast<size_t>(one.num_q_heads * D), 0.0f);
+    std::vector<float> k(static_cast<size_t>(one.layers.size()) * static_cast<size_t>(H * D)), v(k.size()), out(q.size());
+    const int64_t tokens = std::min<int64_t>(longest_stream(m), 12);
+    for (int64_t t = 0; t < tokens && why.empty(); ++t) {
+      std::unique_ptr<Engine> e = f.create(one);
+      fill_chunk(m, Tensor::k, 0, t, 1, k.data());
+      fill_chunk(m, Tensor::v, 0, t, 1, v.data());
+      const SequenceStep first{0, 1, q.data(), k.data(), v.data(), out.data()};
+      e->step(StepBatch{{}, std::span<const SequenceStep>(&first, 1)});
+      std::vector<float> k2(k.size()), v2(v.size());
+      std::vector<CacheSnapshot> snaps;
+      for (int l = 0; l < static_cast<int>(one.layers.size()); ++l) snaps.push_back(*e->snapshot(l, 0));
+      for (int l = 0; l < static_cast<int>(one.layers.size()) && why.empty(); ++l) {
+        const CacheSnapshot& sn = snaps[static_cast<size_t>(l)];
+        const int spr = scales_per_row(fmt, D);
+        for (int pass = 0; pass < 2 && why.empty(); ++pass) {
+          const float* src = (pass == 0 ? k.data() : v.data()) + static_cast<size_t>(l) * static_cast<size_t>(H * D);
+          const std::vector<float>& got = pass == 0 ? sn.k : sn.v;
+          const std::vector<float>& scales = pass == 0 ? sn.k_scales : sn.v_scales;
+          float* again = (pass == 0 ? k2.data() : v2.data()) + static_cast<size_t>(l) * static_cast<size_t>(H * D);
+          for (int h = 0; h < H && why.empty(); ++h) {
+            for (int g0 = 0; g0 < D && why.empty(); g0 += G) {
+              const float* xs = src + h * D + g0;
+              float amax = 0.0f;
+              for (int i = 0; i < G; ++i) amax = std::max(amax, std::fabs(xs[i]));
+              Int8Group grp;
+              grp.divisor_scale = scheme == Int8Scheme::static_tensor ? fmt.scale : amax / 127.0f;
+              grp.stored_scale = scheme == Int8Scheme::static_tensor ? fmt.scale
+                                                                      : scales[static_cast<size_t>(h * spr + g0 / G)];
+              for (int i = 0; i < G && why.empty(); ++i) {
+                const float xh = got[static_cast<size_t>(h * D + g0 + i)];  // slot 0
+                again[h * D + g0 + i] = xh;
+                const double err = std::fabs(double(xs[i]) - double(xh));
+                const double bound = int8_element_bound(fmt, xs[i], grp);
+                if (!(err <= bound)) {
+                  why = "INT8 " + to_string(fmt) + " token " + std::to_string(t) + (pass ? " V" : " K") + "[head " +
+                        std::to_string(h) + "][dim " + std::to_string(g0 + i) + "]: x = " + std::to_string(xs[i]) +
+                        ", dequantised " + std::to_string(xh) + ", |error| " + std::to_string(err) +
+                        " > element bound " + std::to_string(bound);
+                }
+                if (amax == 0.0f && (xh != 0.0f || grp.stored_scale != 0.0f) && scheme != Int8Scheme::static_tensor) {
+                  why = "an all-zero INT8 group did not give scale 0 and zeros (token " + std::to_string(t) + ")";
+                }
+              }
+            }
+          }
+        }
+      }
+      if (!why.empty()) break;
+      // Quantising x̂ again must give the same codes.
+      std::unique_ptr<Engine> e2 = f.create(one);
+      const SequenceStep second{0, 1, q.data(), k2.data(), v2.data(), out.data()};
+      e2->step(StepBatch{{}, std::span<const SequenceStep>(&second, 1)});
+      for (int l = 0; l < static_cast<int>(one.layers.size()) && why.empty(); ++l) {
+        const CacheSnapshot s2 = *e2->snapshot(l, 0);
+        const CacheSnapshot& s1 = snaps[static_cast<size_t>(l)];
+        for (size_t i = 0; i < static_cast<size_t>(H * D) && why.empty(); ++i) {
+          if (s1.k_codes[i] != s2.k_codes[i] || s1.v_codes[i] != s2.v_codes[i]) {
+            why = "requantising x̂ changed an INT8 code (token " + std::to_string(t) + ", element " +
+                  std::to_string(i) + ": K " + std::to_string(s1.k_codes[i]) + " -> " + std::to_string(s2.k_codes[i]) +
+                  ", V " + std::to_string(s1.v_codes[i]) + " -> " + std::to_string(s2.v_codes[i]) + ")";
+          }
+        }
+      }
+    }
+  }
+  RINGKV_RC_CHECK(report(m, "Int8Storage", why));
+}
+
+// ---------------------------------------------------------------- 11
+void prop_poisoning(const EngineFactory& f, const Case& c) {
+  RunOptions poison;
+  poison.poison = true;
+  CompareOptions cmp;
+  cmp.bitwise = true;
+  cmp.oracle_gap = false;
+  RINGKV_RC_CHECK(report(c, "Poisoning", run_and_compare(f, c, c, poison, cmp, true)));
+}
+
+// ---------------------------------------------------------------- 12
+void prop_layer_independence(const EngineFactory& f, const Case& c) {
+  Case a = c;
+  freeze_needles(a);
+  if (a.config.layers.size() == 1) {  // add a second layer with its own window
+    LayerConfig extra = a.config.layers[0];
+    extra.window = std::max<int64_t>(1, extra.window / 2 + 1);
+    a.config.layers.push_back(extra);
+    a.needle_windows.push_back(extra.window);
+    a.needle_sinks.push_back(extra.sinks);
+    if (!a.config.sink_logits.empty()) a.config.sink_logits.push_back(a.config.sink_logits[0]);
+  }
+  const auto L = static_cast<int>(a.config.layers.size());
+  const int changed = static_cast<int>(c.seed % static_cast<uint64_t>(L));
+  Case b = a;
+  b.layer_salt.assign(static_cast<size_t>(L), 0);
+  b.layer_salt[static_cast<size_t>(changed)] = 0x5a17 + c.seed;
+  CompareOptions cmp;
+  cmp.bitwise = true;
+  cmp.oracle_gap = false;  // the other layers' data is unchanged
+  cmp.select_layer = [changed](int l) { return l != changed; };
+  RINGKV_RC_CHECK(report(b, "LayerIndependence (layer " + std::to_string(changed) + " changed)",
+                         run_and_compare(f, a, b, {}, cmp, true)));
+}
+
+// ---------------------------------------------------------------- registry
+
+const std::vector<PropertyInfo>& all_properties() {
+  static const std::vector<PropertyInfo> props = [] {
+    CaseOptions any;
+    CaseOptions f32_only = any;
+    f32_only.quantised = false;
+    CaseOptions no_resets = any;
+    no_resets.resets = false;
+    CaseOptions multi = any;
+    multi.max_layers = 3;
+    return std::vector<PropertyInfo>{
+        {"OracleEquality", "every output within the bound of the float64 oracle", prop_oracle_equality, any, false},
+        {"RingHoldsVisibleSet", "after every step the ring holds exactly the spec's slots and values",
+         prop_ring_holds_visible_set, any, true},
+        {"ConstantMemory", "cache bytes constant from construction through 100 W tokens", prop_constant_memory, any,
+         false},
+        {"ChunkingInvariance", "any cut into chunks gives the same outputs", prop_chunking_invariance, any, false},
+        {"BatchIsolation", "other sequences' activity does not change a sequence's outputs", prop_batch_isolation,
+         any, false},
+        {"ResetIsFresh", "a reset sequence behaves like a fresh one", prop_reset_is_fresh, no_resets, false},
+        {"RopeRelativity", "shifting all positions leaves outputs unchanged (f32)", prop_rope_relativity, f32_only,
+         false},
+        {"BoundaryIdentities", "W = 1 is own v; W >= length and S + W >= length are causal",
+         prop_boundary_identities, any, false},
+        {"GqaEqualsMha", "GQA equals MHA with repeated kv heads", prop_gqa_equals_mha, any, false},
+        {"Int8Storage", "INT8 element bound, code range, zero groups, idempotence", prop_int8_storage, any, true},
+        {"Poisoning", "NaN in empty slots changes no output", prop_poisoning, any, false},
+        {"LayerIndependence", "one layer's inputs do not change another layer's outputs", prop_layer_independence,
+         multi, false},
+    };
+  }();
+  return props;
+}
+
+const PropertyInfo& property(const std::string& name) {
+  for (const PropertyInfo& p : all_properties()) {
+    if (name == p.name) return p;
+  }
+  throw std::invalid_argument("no property named " + name);
+}
+
+}  // namespace ringkv::conformance

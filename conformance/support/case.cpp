@@ -1,1 +1,215 @@
-// placeholder
+#include "support/case.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "ringkv/rope.hpp"
+#include "support/rng.hpp"
+
+namespace ringkv::conformance {
+namespace {
+
+std::string num(double x) {
+  std::ostringstream os;
+  os.precision(9);
+  os << x;
+  return os.str();
+}
+
+uint64_t salt_of(const std::vector<uint64_t>& salts, size_t i) { return i < salts.size() ? salts[i] : 0; }
+
+// Inverse-rotates a planted vector by the token's index, so that after the
+// engine rotates it by p0 + index the stored vector is R(p0) * planted: every
+// planted dot product q·k is then independent of p0 and of the two indices.
+void unrotate_by_index(const RopeConfig& rope, int D, int64_t index, float* row) {
+  if (rope.style == RopeStyle::none) return;
+  std::vector<double> cs(static_cast<size_t>(D)), sn(static_cast<size_t>(D));
+  rope_angles(rope, D, -index, cs.data(), sn.data());
+  rope_rotate(rope, D, cs.data(), sn.data(), row, row);
+}
+
+}  // namespace
+
+const char* to_string(DataMode m) { return m == DataMode::random ? "random" : "needle"; }
+
+void freeze_needles(Case& c) {
+  if (!c.needle_windows.empty()) return;
+  for (const LayerConfig& l : c.config.layers) {
+    c.needle_windows.push_back(l.window);
+    c.needle_sinks.push_back(l.sinks);
+  }
+}
+
+int64_t needle_window(const Case& c, int layer) {
+  const auto l = static_cast<size_t>(layer);
+  return l < c.needle_windows.size() ? c.needle_windows[l] : c.config.layers[l].window;
+}
+
+int64_t needle_sinks(const Case& c, int layer) {
+  const auto l = static_cast<size_t>(layer);
+  return l < c.needle_sinks.size() ? c.needle_sinks[l] : c.config.layers[l].sinks;
+}
+
+std::vector<int64_t> needle_targets(const Case& c, int layer) {
+  const int64_t W = needle_window(c, layer);
+  std::vector<int64_t> t;
+  for (int64_t x : {W - 1, W, W + 1, 2 * W - 1, 2 * W, 3 * W}) {
+    if (x >= 0 && x < c.config.max_tokens && std::find(t.begin(), t.end(), x) == t.end()) t.push_back(x);
+  }
+  const size_t max_targets = static_cast<size_t>(c.config.head_dim / 3);
+  if (t.size() > max_targets) t.resize(max_targets);
+  return t;
+}
+
+void input_row(const Case& c, Tensor t, int layer, int stream, int64_t index, int head, float* out) {
+  const int D = c.config.head_dim;
+  if (t != Tensor::q) {
+    if (c.zero_rows_every > 0 && index % c.zero_rows_every == c.zero_rows_every - 1) {
+      std::fill(out, out + D, 0.0f);
+      return;
+    }
+    head /= c.kv_head_repeat;
+  }
+  const uint64_t seed = c.seed ^ salt_of(c.layer_salt, static_cast<size_t>(layer)) ^
+                        (salt_of(c.stream_salt, static_cast<size_t>(stream)) * 0x100000001b3ull);
+  const auto base = [&](int d) {
+    return symmetric_float(hash_coords(seed, static_cast<uint64_t>(t), static_cast<uint64_t>(layer),
+                                       static_cast<uint64_t>(stream), static_cast<uint64_t>(index),
+                                       static_cast<uint64_t>(head), static_cast<uint64_t>(d)));
+  };
+  if (c.data == DataMode::random) {
+    const float amp = t == Tensor::v ? 1.0f : c.qk_amplitude;
+    for (int d = 0; d < D; ++d) out[d] = amp * base(d);
+    return;
+  }
+  // Needle mode.
+  const LayerConfig& L = c.config.layers[static_cast<size_t>(layer)];
+  if (t == Tensor::v) {  // values encode their token index: neighbours differ by O(1)
+    for (int d = 0; d < D; ++d) {
+      out[d] = static_cast<float>(std::sin(1.3 * static_cast<double>(index + 1) * (d + 1) + 0.7 * head));
+    }
+    return;
+  }
+  const double tau = softmax_scale(c.config);
+  const auto amp = static_cast<float>(std::sqrt(12.0 / tau));  // planted logit tau * amp^2 = 12
+  const std::vector<int64_t> targets = needle_targets(c, layer);
+  const int64_t W = needle_window(c, layer), S = needle_sinks(c, layer);
+  if (t == Tensor::q) {
+    bool planted = false;
+    for (size_t a = 0; a < targets.size(); ++a) {
+      if (index != targets[a]) continue;
+      planted = true;
+      std::fill(out, out + D, 0.0f);
+      const auto d0 = static_cast<int>(3 * a);
+      out[d0] = amp;      // the just-evicted key t - W
+      out[d0 + 1] = amp;  // the first visible key t - W + 1
+      if (S > 0) out[d0 + 2] = amp;  // the last sink
+    }
+    if (!planted) {
+      for (int d = 0; d < D; ++d) out[d] = 0.5f * base(d);
+      return;
+    }
+  } else {  // k
+    for (int d = 0; d < D; ++d) out[d] = 0.3f * base(d);
+    for (size_t a = 0; a < targets.size(); ++a) {
+      const auto d0 = static_cast<int>(3 * a);
+      if (index == targets[a] - W) out[d0] = amp;
+      if (index == targets[a] - W + 1) out[d0 + 1] = amp;
+      if (S > 0 && index == S - 1) out[d0 + 2] = amp;
+    }
+  }
+  unrotate_by_index(L.rope, D, index, out);
+}
+
+void fill_chunk(const Case& c, Tensor t, int stream, int64_t first, int64_t n, float* out) {
+  const int H = t == Tensor::q ? c.config.num_q_heads : c.config.num_kv_heads;
+  const int D = c.config.head_dim;
+  float* p = out;
+  for (int l = 0; l < static_cast<int>(c.config.layers.size()); ++l) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int h = 0; h < H; ++h, p += D) input_row(c, t, l, stream, first + i, h, p);
+    }
+  }
+}
+
+void check_schedule(const Case& c) {
+  const int B = c.config.batch;
+  std::vector<int64_t> seen(static_cast<size_t>(B), 0);
+  for (size_t s = 0; s < c.steps.size(); ++s) {
+    const StepPlan& st = c.steps[s];
+    if (st.tokens.size() != static_cast<size_t>(B)) throw std::logic_error("case: step tokens size != batch");
+    for (const ResetPlan& r : st.resets) seen[static_cast<size_t>(r.sequence)] = 0;
+    for (int q = 0; q < B; ++q) {
+      seen[static_cast<size_t>(q)] += st.tokens[static_cast<size_t>(q)];
+      if (seen[static_cast<size_t>(q)] > c.config.max_tokens) throw std::logic_error("case: schedule exceeds max_tokens");
+    }
+  }
+}
+
+std::string Case::id() const {
+  const Config& c = config;
+  std::ostringstream os;
+  os << "L=" << c.layers.size() << "[";
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const LayerConfig& L = c.layers[l];
+    if (l) os << ",";
+    os << "W" << L.window << "S" << L.sinks << ":" << to_string(L.rope.style);
+    if (L.rope.style != RopeStyle::none) {
+      os << ":th" << num(L.rope.theta) << ":R" << rotary_dim(L.rope, c.head_dim);
+      if (L.rope.scaling != RopeScaling::none) os << ":" << to_string(L.rope.scaling) << num(L.rope.factor);
+    }
+  }
+  os << "]/Hq=" << c.num_q_heads << "/Hkv=" << c.num_kv_heads << "/D=" << c.head_dim << "/B=" << c.batch
+     << "/T=" << c.max_tokens << "/K=" << to_string(c.k_format) << "/V=" << to_string(c.v_format)
+     << "/scale=" << (c.softmax_scale ? num(*c.softmax_scale) : "auto")
+     << "/cap=" << (c.softcap ? num(*c.softcap) : "none") << "/sinklogits=" << (c.sink_logits.empty() ? "no" : "yes")
+     << "/p0=";
+  for (int s = 0; s < c.batch; ++s) os << (s ? "," : "") << start_position(c, s);
+  os << "/steps=";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (i) os << ";";
+    for (const ResetPlan& r : steps[i].resets) os << "R" << r.sequence << "@" << r.start_position << "s" << r.stream << ":";
+    for (size_t s = 0; s < steps[i].tokens.size(); ++s) os << (s ? "." : "") << steps[i].tokens[s];
+  }
+  os << "/data=" << to_string(data);
+  if (data == DataMode::random) os << num(qk_amplitude);
+  if (data == DataMode::needle && !needle_windows.empty()) {
+    os << "/needles=";
+    for (size_t l = 0; l < needle_windows.size(); ++l) os << (l ? "," : "") << "W" << needle_windows[l] << "S" << needle_sinks[l];
+  }
+  if (kv_head_repeat != 1) os << "/kvrepeat=" << kv_head_repeat;
+  if (zero_rows_every != 0) os << "/zerorows=" << zero_rows_every;
+  for (size_t l = 0; l < layer_salt.size(); ++l) if (layer_salt[l]) os << "/lsalt" << l << "=" << layer_salt[l];
+  for (size_t s = 0; s < stream_salt.size(); ++s) if (stream_salt[s]) os << "/ssalt" << s << "=" << stream_salt[s];
+  os << "/seed=" << seed;
+  return os.str();
+}
+
+std::string Case::describe() const {
+  std::ostringstream os;
+  os << "case " << id() << "\n" << ringkv::describe(config) << "  data: " << to_string(data) << ", seed " << seed << "\n";
+  std::vector<int64_t> seen(static_cast<size_t>(config.batch), 0);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    os << "  step " << i << ":";
+    for (const ResetPlan& r : steps[i].resets) {
+      os << " reset seq " << r.sequence << " to p0=" << r.start_position << " (stream " << r.stream << ");";
+      seen[static_cast<size_t>(r.sequence)] = 0;
+    }
+    for (size_t s = 0; s < steps[i].tokens.size(); ++s) {
+      const int64_t n = steps[i].tokens[s];
+      if (n == 0) {
+        os << " seq " << s << " sits out;";
+      } else {
+        os << " seq " << s << " tokens [" << seen[s] << ", " << seen[s] + n << ");";
+      }
+      seen[s] += n;
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace ringkv::conformance

@@ -1,1 +1,302 @@
-// placeholder
+#include "support/generators.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "support/rng.hpp"
+
+namespace ringkv::conformance {
+namespace {
+
+// Categorical choices ignore RapidCheck's size ramp (which would favour the
+// first options in early cases) but still shrink towards the first option.
+int choice(int n) { return *rc::gen::resize(100, rc::gen::inRange(0, n)); }
+template <typename T>
+T pick_of(const std::vector<T>& options) {
+  return options[static_cast<size_t>(choice(static_cast<int>(options.size())))];
+}
+template <typename T>
+T pick(std::initializer_list<T> options) {
+  return pick_of(std::vector<T>(options));
+}
+
+template <typename T>
+bool has(const std::vector<T>& v, T x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// A chunk length biased to the window's boundaries.
+int64_t gen_chunk(int64_t W, int64_t remaining) {
+  const int kind = choice(8);
+  int64_t n = 1;
+  switch (kind) {
+    case 0: case 1: n = 1; break;
+    case 2: n = W - 1; break;
+    case 3: n = W; break;
+    case 4: n = W + 1; break;
+    case 5: n = 2 * W + 1 + *rc::gen::inRange<int64_t>(0, 4); break;
+    default: n = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(2, 2 * W)); break;
+  }
+  return std::clamp<int64_t>(n, 1, remaining);
+}
+
+KvFormat gen_format(const Capabilities& caps, int D, bool quantised, bool is_k) {
+  KvFormat f;
+  const auto& allowed = is_k ? caps.k_dtypes : caps.v_dtypes;
+  if (!quantised) return f;
+  const int which = choice(12);
+  DType d = DType::f32;
+  if (which >= 5 && which <= 6) d = DType::f16;
+  if (which == 7) d = DType::bf16;
+  if (which == 8) d = DType::fp8_e4m3;
+  if (which == 9) d = DType::fp8_e5m2;
+  if (which >= 10) d = DType::int8;
+  if (!has(allowed, d)) d = DType::f32;
+  f.dtype = d;
+  if (d == DType::fp8_e4m3 || d == DType::fp8_e5m2) f.scale = pick({1.0f, 0.25f, 2.0f});
+  if (d == DType::int8) {
+    std::vector<Int8Scheme> schemes;
+    for (Int8Scheme s : caps.int8_schemes) {
+      if (s != Int8Scheme::q8_0 || D % 32 == 0) schemes.push_back(s);
+    }
+    if (schemes.empty()) {
+      f.dtype = DType::f32;
+      return f;
+    }
+    f.int8_scheme = pick_of(schemes);
+    f.rounding = pick({Rounding::nearest_even, Rounding::half_away});
+    if (f.int8_scheme == Int8Scheme::static_tensor) f.scale = pick({0.02f, 0.005f, 0.05f});
+  }
+  return f;
+}
+
+RopeConfig gen_rope(const Capabilities& caps, int D) {
+  RopeConfig r;
+  r.style = pick_of(caps.rope_styles);
+  if (r.style == RopeStyle::none || D < 2) {
+    r.style = RopeStyle::none;
+    return r;
+  }
+  r.theta = pick({10000.0, 1000000.0, 500.0});
+  const int kind = choice(4);
+  if (kind == 3 && D >= 4) {
+    r.rotary_dim = std::max(2, (D / 2) & ~1);  // partial rotary
+  } else {
+    r.rotary_dim = (D % 2 == 0) ? 0 : D - 1;
+  }
+  const int R = r.rotary_dim == 0 ? D : r.rotary_dim;
+  const int sc = choice(6);
+  if (sc == 4 && has(caps.rope_scalings, RopeScaling::linear)) {
+    r.scaling = RopeScaling::linear;
+    r.factor = pick({2.0, 4.0, 8.0});
+  } else if (sc == 5 && R > 2 && has(caps.rope_scalings, RopeScaling::ntk)) {
+    r.scaling = RopeScaling::ntk;
+    r.factor = pick({2.0, 4.0});
+  }
+  return r;
+}
+
+}  // namespace
+
+rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
+  return rc::gen::exec([caps, opt]() {
+    Case c;
+    Config& cfg = c.config;
+    // ---- shape ----
+    const int64_t wmax = std::min(opt.max_window, caps.max_window);
+    int64_t W;
+    if (choice(3) == 0) {
+      W = *rc::gen::inRange<int64_t>(1, wmax + 1);
+    } else {
+      W = std::min(wmax, pick<int64_t>({1, 2, 3, 4, 5, 8, 16, 7, 31, 32, 33, 64}));
+    }
+    const int64_t S = (opt.sinks && caps.sinks) ? pick<int64_t>({0, 0, 1, 4}) : 0;
+    std::vector<int> dims = caps.head_dims;
+    if (dims.empty()) dims = {4, 8, 16, 32, 64, 64, 128, 128, 6, 12, 256};
+    cfg.head_dim = pick_of(dims);
+    const int D = cfg.head_dim;
+    const int ratio = pick({1, 2, 4, 8});
+    cfg.num_kv_heads = D >= 128 ? 1 : pick({1, 2});
+    cfg.num_q_heads = cfg.num_kv_heads * (D >= 128 ? std::min(ratio, 4) : ratio);
+    cfg.batch = *rc::gen::inRange(1, opt.max_batch + 1);
+    const int L = (opt.max_layers > 1 && caps.multi_layer && choice(5) == 0)
+                      ? *rc::gen::inRange(2, opt.max_layers + 1)
+                      : 1;
+    // ---- schedule sizes: up to 4W + S tokens per stream ----
+    const int64_t cap_tokens = std::min<int64_t>(4 * W + S, caps.max_tokens);
+    int64_t longest = *rc::gen::inRange<int64_t>(1, cap_tokens + 1);
+    // Keep the oracle fast: shrink the batch, then the stream, to the work budget.
+    const auto work = [&](int64_t tokens) {
+      return tokens * std::min(tokens, W + S) * cfg.num_q_heads * D * L * cfg.batch;
+    };
+    while (work(longest) > opt.work_budget && cfg.batch > 1) --cfg.batch;
+    while (work(longest) > opt.work_budget && longest > 1) longest = longest * 3 / 4;
+    cfg.max_tokens = longest + pick<int64_t>({0, 0, 1, 100});
+
+    // ---- layers ----
+    for (int l = 0; l < L; ++l) {
+      LayerConfig layer;
+      layer.window = W;
+      layer.sinks = S;
+      if (l > 0) {
+        const int kind = choice(3);
+        if (kind == 0) layer.window = cfg.max_tokens + pick<int64_t>({0, 5});  // a global layer
+        if (kind == 1) layer.window = *rc::gen::inRange<int64_t>(1, wmax + 1);
+        layer.sinks = pick<int64_t>({0, S});
+      }
+      layer.rope = gen_rope(caps, D);
+      cfg.layers.push_back(layer);
+    }
+    // ---- formats, scale, softcap, sink logits ----
+    cfg.k_format = gen_format(caps, D, opt.quantised, true);
+    cfg.v_format = gen_format(caps, D, opt.quantised, false);
+    if (choice(7) == 0) cfg.softmax_scale = pick({0.05, 0.3, 1.0});
+    if (opt.softcap && caps.softcap && choice(7) == 0) cfg.softcap = pick({5.0, 20.0, 50.0});
+    c.seed = *rc::gen::resize(100, rc::gen::inRange<uint64_t>(0, uint64_t{1} << 40));
+    if (opt.sink_logits && caps.sink_logits && choice(7) == 0) {
+      CounterRng rng(c.seed ^ 0x51ull);
+      cfg.sink_logits.assign(static_cast<size_t>(L), std::vector<float>(static_cast<size_t>(cfg.num_q_heads)));
+      for (auto& layer : cfg.sink_logits) {
+        for (float& x : layer) x = static_cast<float>(std::floor((rng.uniform() * 5.0 - 2.0) * 64.0) / 64.0);
+      }
+    }
+    // ---- positions ----
+    const int64_t p_hi = kMaxPosition - cfg.max_tokens;
+    const auto gen_p0 = [&]() -> int64_t {
+      switch (choice(6)) {
+        case 0: case 1: return 0;
+        case 2: return *rc::gen::inRange<int64_t>(0, 100);
+        case 3: return (int64_t{1} << 20) - *rc::gen::inRange<int64_t>(0, 8);
+        case 4: return (int64_t{1} << 24) + *rc::gen::inRange<int64_t>(0, 8);
+        default: return p_hi - *rc::gen::inRange<int64_t>(0, 4);
+      }
+    };
+    cfg.start_positions.resize(static_cast<size_t>(cfg.batch));
+    for (int64_t& p : cfg.start_positions) p = gen_p0();
+
+    // ---- schedule: per sequence a list of epochs (streams), each a list of chunks ----
+    struct Epoch { int64_t p0; int stream; std::vector<int64_t> chunks; };
+    std::vector<std::vector<Epoch>> plans(static_cast<size_t>(cfg.batch));
+    int next_stream = cfg.batch;
+    for (int s = 0; s < cfg.batch; ++s) {
+      const int epochs = (opt.resets && choice(4) == 0) ? 2 : 1;
+      for (int e = 0; e < epochs; ++e) {
+        Epoch ep;
+        const int64_t total = (s == 0 && e == 0) ? longest : *rc::gen::inRange<int64_t>(1, longest + 1);
+        if (e == 0) {
+          ep.p0 = cfg.start_positions[static_cast<size_t>(s)];
+          ep.stream = s;
+        } else {
+          const int64_t prev = plans[static_cast<size_t>(s)][0].p0;
+          const int kind = choice(3);
+          // Same p0, or past every old position (stale slots would then look visible), or a new one.
+          ep.p0 = kind == 0 ? prev : kind == 1 ? std::min(p_hi, prev + cfg.max_tokens + *rc::gen::inRange<int64_t>(0, 50)) : gen_p0();
+          ep.stream = next_stream++;
+        }
+        for (int64_t left = total; left > 0;) {
+          const int64_t n = gen_chunk(W, left);
+          ep.chunks.push_back(n);
+          left -= n;
+        }
+        plans[static_cast<size_t>(s)].push_back(ep);
+      }
+    }
+    // Interleave: every step, each sequence appends its next chunk or sits out.
+    std::vector<size_t> epoch(static_cast<size_t>(cfg.batch), 0), chunk(static_cast<size_t>(cfg.batch), 0);
+    for (;;) {
+      bool any_left = false;
+      for (int s = 0; s < cfg.batch; ++s) any_left = any_left || epoch[static_cast<size_t>(s)] < plans[static_cast<size_t>(s)].size();
+      if (!any_left) break;
+      StepPlan st;
+      st.tokens.assign(static_cast<size_t>(cfg.batch), 0);
+      for (int s = 0; s < cfg.batch; ++s) {
+        const auto su = static_cast<size_t>(s);
+        if (epoch[su] >= plans[su].size()) continue;
+        if (opt.sit_out && cfg.batch > 1 && choice(4) == 0) continue;
+        const Epoch& ep = plans[su][epoch[su]];
+        if (chunk[su] == 0 && epoch[su] > 0) st.resets.push_back({s, ep.p0, ep.stream});
+        st.tokens[su] = ep.chunks[chunk[su]];
+        if (++chunk[su] == ep.chunks.size()) {
+          chunk[su] = 0;
+          ++epoch[su];
+        }
+      }
+      c.steps.push_back(st);
+    }
+    // ---- data ----
+    if (!opt.random_data_only && choice(5) < 2) {
+      c.data = DataMode::needle;
+    } else {
+      c.qk_amplitude = pick({2.0f, 0.5f, 8.0f});
+    }
+    return c;
+  });
+}
+
+namespace {
+// Rebuilds a case's schedule with each stream's chunks re-cut by `recut`.
+template <typename Recut>
+Case rechunk(const Case& c, Recut recut) {
+  Case out = c;
+  out.steps.clear();
+  const int B = c.config.batch;
+  std::vector<int> stream(static_cast<size_t>(B));
+  for (int s = 0; s < B; ++s) stream[static_cast<size_t>(s)] = c.initial_stream(s);
+  // Collect per (sequence) the ordered epochs with their total token counts.
+  for (const StepPlan& st : c.steps) {
+    for (const ResetPlan& r : st.resets) {
+      StepPlan reset_step;
+      reset_step.tokens.assign(static_cast<size_t>(B), 0);
+      reset_step.resets.push_back(r);
+      out.steps.push_back(reset_step);
+    }
+    for (int s = 0; s < B; ++s) {
+      const int64_t n = st.tokens[static_cast<size_t>(s)];
+      if (n == 0) continue;
+      recut(out, s, n);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+Case token_by_token(const Case& c) {
+  return rechunk(c, [](Case& out, int s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      StepPlan st;
+      st.tokens.assign(static_cast<size_t>(out.config.batch), 0);
+      st.tokens[static_cast<size_t>(s)] = 1;
+      out.steps.push_back(st);
+    }
+  });
+}
+
+Case one_chunk_per_stream(const Case& c) {
+  // Merge consecutive chunks of the same stream into one step (resets split streams).
+  Case out = c;
+  out.steps.clear();
+  const int B = c.config.batch;
+  std::vector<int64_t> pending(static_cast<size_t>(B), 0);
+  const auto flush = [&](int s) {
+    if (pending[static_cast<size_t>(s)] == 0) return;
+    StepPlan st;
+    st.tokens.assign(static_cast<size_t>(B), 0);
+    st.tokens[static_cast<size_t>(s)] = pending[static_cast<size_t>(s)];
+    out.steps.push_back(st);
+    pending[static_cast<size_t>(s)] = 0;
+  };
+  for (const StepPlan& st : c.steps) {
+    for (const ResetPlan& r : st.resets) {
+      flush(r.sequence);
+      StepPlan reset_step;
+      reset_step.tokens.assign(static_cast<size_t>(B), 0);
+      reset_step.resets.push_back(r);
+      out.steps.push_back(reset_step);
+    }
+    for (int s = 0; s < B; ++s) pending[static_cast<size_t>(s)] += st.tokens[static_cast<size_t>(s)];
+  }
+  for (int s = 0; s < B; ++s) flush(s);
+  return out;
+}
+
+}  // namespace ringkv::conformance

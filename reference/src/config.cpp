@@ -101,8 +101,12 @@ void validate(const Config& c) {
       reject(f + ".rope.rotary_dim", str(int64_t{R}), "ntk scaling needs rotary_dim > 2");
     }
   }
-  if (c.softmax_scale) check_positive_finite("softmax_scale", *c.softmax_scale);
-  if (c.softcap) check_positive_finite("softcap", *c.softcap);
+  // Both are applied in f32 by engines: keep them far inside f32's range.
+  const auto check_f32_factor = [](const std::string& field, double x) {
+    if (!std::isfinite(x) || !(x >= 0x1p-64) || !(x <= 0x1p+64)) reject(field, str(x), "must be in [2^-64, 2^64]");
+  };
+  if (c.softmax_scale) check_f32_factor("softmax_scale", *c.softmax_scale);
+  if (c.softcap) check_f32_factor("softcap", *c.softcap);
   if (!c.sink_logits.empty()) {
     if (c.sink_logits.size() != c.layers.size()) {
       reject("sink_logits.size()", str(static_cast<int64_t>(c.sink_logits.size())),

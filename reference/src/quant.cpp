@@ -219,7 +219,12 @@ double int8_element_bound(const KvFormat& f, float x, const Int8Group& g) {
   if (s == 0.0) return ax;  // zero group: x̂ = 0
   // static_tensor only: |x| beyond the code range is clipped to +-127 * s.
   const double clip = f.int8_scheme == Int8Scheme::static_tensor ? std::max(0.0, ax - 127.5 * s) : 0.0;
-  const double bound = 0.5 * s + clip + 2.0 * u * ax + 127.0 * std::fabs(s - st) + 127.0 * st * u;
+  // Half a code step; clipping; the f32 evaluation of the divisor (x / s or x * fl(1/s));
+  // the stored scale's distance from the divisor (q8_0's f16) and the dequantising multiply;
+  // an element inside the tie window may take the other code (2^-20 |x|); a subnormal scale
+  // carries an absolute error of up to half its ulp 2^-149 in each of 127 code steps.
+  const double bound = 0.5 * s + clip + 2.0 * u * ax + 127.0 * std::fabs(s - st) + 127.0 * st * u +
+                       0x1p-20 * ax + 128.0 * 0x1p-149;
   return bound * (1.0 + 0x1p-20);
 }
 

@@ -35,8 +35,11 @@ bool find_non_finite(const float* x, int64_t layers, int64_t n, int64_t heads, i
     if (!std::isfinite(x[i])) {
       const int64_t d = i % dim, h = (i / dim) % heads, t = (i / dim / heads) % n, l = i / dim / heads / n;
       std::ostringstream os;
-      os << "[layer " << l << "][token " << t << "][head " << h << "][dim " << d << "] = " << x[i];
+      os << "[layer " << l << "][token " << t << "][head " << h << "][dim " << d << "]";
       *where = os.str();
+      os.str("");
+      os << x[i];
+      *where += "\n" + os.str();  // field, then value
       return true;
     }
   }
@@ -99,6 +102,11 @@ size_t ReferenceEngine::cache_bytes() const {
   return total;
 }
 
+bool ReferenceEngine::poison_empty_slots() {
+  for (RingKvCache& r : rings_) r.poison_empty_slots();
+  return true;
+}
+
 // ---------------------------------------------------------------- seams (defaults = the spec)
 
 RingGeometry ReferenceEngine::ring_geometry(int layer) const {
@@ -125,7 +133,7 @@ void ReferenceEngine::clear_sequence(int sequence) {
   for (size_t l = 0; l < config_.layers.size(); ++l) ring_mut(static_cast<int>(l), sequence).reset();
 }
 
-void ReferenceEngine::encode_kv_row(const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const {
+void ReferenceEngine::encode_kv_row(bool, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const {
   encode_row(format, config_.head_dim, x, bytes, scales);
 }
 
@@ -134,31 +142,37 @@ void ReferenceEngine::round_query(float*, int) const {}
 // ---------------------------------------------------------------- the algorithm
 
 void ReferenceEngine::validate_batch(const StepBatch& batch) const {
+  // Messages are built only on the error path: a valid step allocates nothing.
   const int B = config_.batch;
   const auto L = static_cast<int64_t>(config_.layers.size());
-  const std::string range = "must be in [0, batch = " + std::to_string(B) + ")";
+  const auto field = [](const char* list, size_t k) { return std::string("step.") + list + "[" + std::to_string(k) + "]"; };
+  const auto range = [B] { return "must be in [0, batch = " + std::to_string(B) + ")"; };
   for (size_t r = 0; r < batch.resets.size(); ++r) {
-    const std::string f = "step.resets[" + std::to_string(r) + "]";
     const SequenceReset& reset = batch.resets[r];
-    if (reset.sequence < 0 || reset.sequence >= B) reject(f + ".sequence", std::to_string(reset.sequence), range);
+    if (reset.sequence < 0 || reset.sequence >= B) {
+      reject(field("resets", r) + ".sequence", std::to_string(reset.sequence), range());
+    }
     for (size_t o = 0; o < r; ++o) {
       if (batch.resets[o].sequence == reset.sequence) {
-        reject(f + ".sequence", std::to_string(reset.sequence), "is reset twice in one step");
+        reject(field("resets", r) + ".sequence", std::to_string(reset.sequence), "is reset twice in one step");
       }
     }
-    try {
-      validate_start_position(config_, reset.start_position, f + ".start_position");
-    } catch (const ConfigError& e) {
-      throw StepError(e.what());
+    if (reset.start_position < 0 || reset.start_position > kMaxPosition - config_.max_tokens) {
+      try {
+        validate_start_position(config_, reset.start_position, field("resets", r) + ".start_position");
+      } catch (const ConfigError& e) {
+        throw StepError(e.what());
+      }
     }
   }
   for (size_t a = 0; a < batch.appends.size(); ++a) {
-    const std::string f = "step.appends[" + std::to_string(a) + "]";
     const SequenceStep& step = batch.appends[a];
-    if (step.sequence < 0 || step.sequence >= B) reject(f + ".sequence", std::to_string(step.sequence), range);
+    if (step.sequence < 0 || step.sequence >= B) {
+      reject(field("appends", a) + ".sequence", std::to_string(step.sequence), range());
+    }
     for (size_t o = 0; o < a; ++o) {
       if (batch.appends[o].sequence == step.sequence) {
-        reject(f + ".sequence", std::to_string(step.sequence),
+        reject(field("appends", a) + ".sequence", std::to_string(step.sequence),
                "appears twice in one step; append all its tokens as one chunk");
       }
     }
@@ -167,17 +181,25 @@ void ReferenceEngine::validate_batch(const StepBatch& batch) const {
     const int64_t seen = reset_now ? 0 : seen_of(step.sequence);
     const int64_t room = config_.max_tokens - seen;
     if (step.n_tokens < 1 || step.n_tokens > room) {
-      reject(f + ".n_tokens", std::to_string(step.n_tokens),
+      reject(field("appends", a) + ".n_tokens", std::to_string(step.n_tokens),
              "must be in [1, " + std::to_string(room) + "]: sequence " + std::to_string(step.sequence) +
                  " holds " + std::to_string(seen) + " of max_tokens = " + std::to_string(config_.max_tokens) +
                  " tokens");
     }
-    if (!step.q || !step.k || !step.v || !step.out) reject(f + ".q/k/v/out", "null", "must all be non-null");
-    std::string where;
+    if (!step.q || !step.k || !step.v || !step.out) {
+      reject(field("appends", a) + ".q/k/v/out", "null", "must all be non-null");
+    }
     const int64_t D = config_.head_dim;
-    if (find_non_finite(step.q, L, step.n_tokens, config_.num_q_heads, D, &where)) reject(f + ".q" + where, "", "must be finite");
-    if (find_non_finite(step.k, L, step.n_tokens, config_.num_kv_heads, D, &where)) reject(f + ".k" + where, "", "must be finite");
-    if (find_non_finite(step.v, L, step.n_tokens, config_.num_kv_heads, D, &where)) reject(f + ".v" + where, "", "must be finite");
+    const auto check_finite = [&](const float* x, int heads, const char* name) {
+      std::string where;
+      if (find_non_finite(x, L, step.n_tokens, heads, D, &where)) {
+        const size_t cut = where.find('\n');
+        reject(field("appends", a) + "." + name + where.substr(0, cut), where.substr(cut + 1), "must be finite");
+      }
+    };
+    check_finite(step.q, config_.num_q_heads, "q");
+    check_finite(step.k, config_.num_kv_heads, "k");
+    check_finite(step.v, config_.num_kv_heads, "v");
   }
 }
 
@@ -235,8 +257,8 @@ void ReferenceEngine::write_token(int layer, int sequence, int64_t index, const 
       rope_rotate(rope, D, cos_.data(), sin_.data(), k_row, k_rot_.data());
       k_row = k_rot_.data();
     }
-    encode_kv_row(ring.k_format(), k_row, ring.k_bytes(slot, h), ring.k_scales(slot, h));
-    encode_kv_row(ring.v_format(), v + static_cast<size_t>(h) * static_cast<size_t>(D), ring.v_bytes(slot, h),
+    encode_kv_row(true, ring.k_format(), k_row, ring.k_bytes(slot, h), ring.k_scales(slot, h));
+    encode_kv_row(false, ring.v_format(), v + static_cast<size_t>(h) * static_cast<size_t>(D), ring.v_bytes(slot, h),
                   ring.v_scales(slot, h));
   }
   ring.set_position(slot, position);

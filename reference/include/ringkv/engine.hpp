@@ -82,6 +82,9 @@ class Engine {
   virtual std::optional<CacheSnapshot> snapshot(int layer, int sequence) const = 0;
   /// Bytes the engine's KV cache holds (all layers and sequences).
   virtual size_t cache_bytes() const = 0;
+  /// Test hook: overwrite every empty slot's stored K/V (and scales) with NaN,
+  /// so that attending to one shows in the outputs. False if unsupported.
+  virtual bool poison_empty_slots() { return false; }
 };
 
 /// How the conformance suite makes engines of one kind.

@@ -29,6 +29,7 @@ class ReferenceEngine : public Engine {
   void reset(int sequence, int64_t start_position) override;
   std::optional<CacheSnapshot> snapshot(int layer, int sequence) const override;
   size_t cache_bytes() const override;
+  bool poison_empty_slots() override;
 
   /// Tokens sequence s has appended since its last reset.
   int64_t tokens_seen(int sequence) const { return seen_[static_cast<size_t>(sequence)]; }
@@ -56,8 +57,8 @@ class ReferenceEngine : public Engine {
                              const float* v, float* out);
   /// Forgets everything a sequence held (spec §5).
   virtual void clear_sequence(int sequence);
-  /// Encodes one rotated K row or one V row for storage (spec §10).
-  virtual void encode_kv_row(const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const;
+  /// Encodes one rotated K row (is_key) or one V row for storage (spec §10).
+  virtual void encode_kv_row(bool is_key, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const;
   /// Rounds the rotated query before q·k, if an engine does (the reference does not).
   virtual void round_query(float* q_rot, int n) const;
   /// The declared precision profile.

@@ -65,6 +65,10 @@ class RingKvCache {
   void decode_k(int64_t slot, int head, float* out) const;
   void decode_v(int64_t slot, int head, float* out) const;
 
+  /// Fills the stored bytes and scales of every empty slot with NaN patterns
+  /// (f32/f16/bf16/fp8 NaN, INT8 code 127 with NaN scales). A test hook.
+  void poison_empty_slots();
+
   /// Bytes this cache holds: K and V bytes, scales and the position table.
   size_t footprint_bytes() const;
 

@@ -1,0 +1,58 @@
+// ringkv conformance: the properties, written once against ringkv::Engine.
+//
+// Each property takes an engine factory and a generated Case, derives the
+// variants it needs, and asserts with RapidCheck (RC_ASSERT), so that it can
+// run under rc::check with shrinking, or outside it (the mutant test catches
+// rc::detail::CaseResult). On failure the message holds the reason, the case
+// id and a readable description of config and schedule.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ringkv/engine.hpp"
+#include "support/case.hpp"
+#include "support/generators.hpp"
+
+namespace ringkv::conformance {
+
+using PropertyFn = void (*)(const EngineFactory& factory, const Case& c);
+
+struct PropertyInfo {
+  const char* name;        ///< stable name, e.g. "OracleEquality"
+  const char* summary;     ///< one line: what it asserts
+  PropertyFn run;
+  CaseOptions options;     ///< generator options the property wants
+  bool needs_snapshot = false;
+};
+
+/// The twelve properties of docs/spec.md's conformance section, in order.
+const std::vector<PropertyInfo>& all_properties();
+const PropertyInfo& property(const std::string& name);
+
+// 1. every output within the bound of the oracle's, for every storage format
+void prop_oracle_equality(const EngineFactory& f, const Case& c);
+// 2. after every step the ring holds exactly the visible set, sinks intact, nothing stale
+void prop_ring_holds_visible_set(const EngineFactory& f, const Case& c);
+// 3. cache bytes constant from construction through 100 W tokens
+void prop_constant_memory(const EngineFactory& f, const Case& c);
+// 4. chunking invariance (bit-identical for deterministic engines)
+void prop_chunking_invariance(const EngineFactory& f, const Case& c);
+// 5. batch isolation: other sequences' activity does not change a sequence's outputs
+void prop_batch_isolation(const EngineFactory& f, const Case& c);
+// 6. a reset sequence behaves like a fresh one
+void prop_reset_is_fresh(const EngineFactory& f, const Case& c);
+// 7. shifting every position by a constant leaves outputs unchanged within tolerance (f32)
+void prop_rope_relativity(const EngineFactory& f, const Case& c);
+// 8. W >= length is causal; W = 1, S = 0 is the token's own v; S + W >= length is causal
+void prop_boundary_identities(const EngineFactory& f, const Case& c);
+// 9. GQA equals MHA with each kv head repeated
+void prop_gqa_equals_mha(const EngineFactory& f, const Case& c);
+// 10. INT8 storage: element bound, code range, zero groups, idempotent requantisation
+void prop_int8_storage(const EngineFactory& f, const Case& c);
+// 11. NaN in empty and evicted slots changes no output
+void prop_poisoning(const EngineFactory& f, const Case& c);
+// 12. changing one layer's inputs leaves the other layers' outputs unchanged
+void prop_layer_independence(const EngineFactory& f, const Case& c);
+
+}  // namespace ringkv::conformance

@@ -1,0 +1,78 @@
+// ringkv conformance: a test case (config + schedule + seed) and its inputs.
+//
+// Inputs are a pure function of (seed, stream, layer, token index, tensor,
+// head): a "stream" is the token sequence a sequence slot runs between resets.
+// So re-chunking a schedule, reordering a batch or moving a stream to another
+// slot leaves every token's q, k and v unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringkv/config.hpp"
+
+namespace ringkv::conformance {
+
+enum class DataMode {
+  random,  ///< q, k uniform in [-amp, amp), v uniform in [-1, 1)
+  needle,  ///< planted keys at t - W, t - W + 1 and the last sink dominate the query at boundary targets t
+};
+const char* to_string(DataMode);
+
+struct ResetPlan {
+  int sequence = 0;
+  int64_t start_position = 0;
+  int stream = 0;  ///< the stream the sequence runs from now on (its data)
+};
+
+/// One step of a schedule: resets first, then tokens[s] tokens appended to sequence s (0 = sits out).
+struct StepPlan {
+  std::vector<ResetPlan> resets;
+  std::vector<int64_t> tokens;  ///< [batch]
+};
+
+struct Case {
+  Config config;
+  std::vector<StepPlan> steps;
+  std::vector<int> initial_streams;  ///< [batch]; empty: sequence s starts with stream s
+  uint64_t seed = 1;
+  DataMode data = DataMode::random;
+  float qk_amplitude = 2.0f;        ///< random mode: q and k uniform in [-amp, amp)
+  std::vector<uint64_t> layer_salt;  ///< [layers] or empty: changes one layer's data only
+  std::vector<uint64_t> stream_salt; ///< [streams] or empty: changes one stream's data only
+  /// Needle plan per layer, frozen so that variants that change W or S keep the same data;
+  /// empty: the layers' own W and S.
+  std::vector<int64_t> needle_windows, needle_sinks;
+  int kv_head_repeat = 1;  ///< k/v data of kv head h is that of head h / kv_head_repeat (GQA as MHA)
+  int64_t zero_rows_every = 0;  ///< > 0: k and v rows of tokens with index % n == n - 1 are all zero
+
+  /// Stable identity naming every parameter; usable in filters and reports.
+  std::string id() const;
+  /// Readable multi-line description: config, schedule, data.
+  std::string describe() const;
+  /// Stream of sequence s at the start.
+  int initial_stream(int s) const { return initial_streams.empty() ? s : initial_streams[static_cast<size_t>(s)]; }
+};
+
+enum class Tensor : uint64_t { q = 1, k = 2, v = 3 };
+
+/// Writes the raw (unrotated) input row x[0..D) of one (tensor, layer, stream, token, head).
+void input_row(const Case& c, Tensor t, int layer, int stream, int64_t index, int head, float* out);
+
+/// Fills the step tensor of one sequence chunk: [layers][n][heads][D] for tokens first..first+n-1.
+void fill_chunk(const Case& c, Tensor t, int stream, int64_t first, int64_t n, float* out);
+
+/// Pins the needle plan to the current windows and sinks (call before changing them).
+void freeze_needles(Case& c);
+/// The W and S a layer's needles are planted for.
+int64_t needle_window(const Case& c, int layer);
+int64_t needle_sinks(const Case& c, int layer);
+
+/// Targets of the needle plan of a layer: query indices whose window boundary keys are planted.
+std::vector<int64_t> needle_targets(const Case& c, int layer);
+
+/// Total tokens each stream receives in the schedule, and basic schedule checks (throws std::logic_error).
+void check_schedule(const Case& c);
+
+}  // namespace ringkv::conformance

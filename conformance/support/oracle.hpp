@@ -1,0 +1,72 @@
+// ringkv conformance: the float64 oracle. Full-history masked attention: it
+// keeps every token of every (layer, sequence), applies the visibility rule
+// as an explicit mask over all earlier tokens, and computes RoPE, scores and
+// softmax in double. It shares only the config types and the rounding/INT8
+// formulas (ringkv/quant.hpp) with the ring engine; its RoPE is its own.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ringkv/config.hpp"
+#include "support/tolerance.hpp"
+
+namespace ringkv::conformance {
+
+/// What the spec says a cache stores for one token's K or V (all kv heads).
+struct StoredRow {
+  std::vector<float> value;     ///< [Hkv][D] decoded stored value
+  std::vector<float> tie;       ///< [Hkv][D] one code step where an INT8 element is in the tie window, else 0
+  std::vector<int8_t> codes;    ///< [Hkv][D] INT8 codes (int8 only)
+  std::vector<float> scales;    ///< [Hkv][scales_per_row] stored scales (int8 only)
+};
+
+struct OracleToken {
+  int64_t position = 0;
+  StoredRow k, v;
+};
+
+/// Expected output of one (layer, token, q head) and the inputs of its bound.
+struct OracleOutput {
+  std::vector<double> o;      ///< [D]
+  ScoreStats score;
+  std::vector<DimStats> dims;  ///< [D]
+};
+
+/// f64 RoPE of the oracle (independent of ringkv/rope.hpp): rotates x at a
+/// (possibly scaled) position, returning double results.
+void oracle_rope(const RopeConfig& rope, int head_dim, int64_t position, const float* x, double* out);
+
+/// What the spec stores for one row: rounds/quantises x[0..D) and reports ties.
+void oracle_store(const KvFormat& format, int head_dim, const float* x, float* value, float* tie, int8_t* codes,
+                  float* scales);
+
+class Oracle {
+ public:
+  explicit Oracle(Config config);
+
+  void reset(int sequence, int64_t start_position);
+
+  /// Appends n tokens (tensors laid out as in ringkv::SequenceStep) and returns
+  /// the expected outputs, [layers][n][Hq].
+  std::vector<OracleOutput> append(int sequence, int64_t n, const float* q, const float* k, const float* v);
+
+  /// Tokens of (layer, sequence) since its last reset.
+  const std::vector<OracleToken>& history(int layer, int sequence) const {
+    return history_[static_cast<size_t>(layer) * static_cast<size_t>(config_.batch) + static_cast<size_t>(sequence)];
+  }
+  int64_t start_position(int sequence) const { return p0_[static_cast<size_t>(sequence)]; }
+  const Config& config() const { return config_; }
+
+ private:
+  OracleOutput attend(int layer, int sequence, int64_t i, const double* q_rot, int head) const;
+  std::vector<OracleToken>& history_mut(int layer, int sequence) {
+    return history_[static_cast<size_t>(layer) * static_cast<size_t>(config_.batch) + static_cast<size_t>(sequence)];
+  }
+
+  Config config_;
+  std::vector<int64_t> p0_;
+  std::vector<std::vector<OracleToken>> history_;  // [layer][sequence]
+};
+
+}  // namespace ringkv::conformance
