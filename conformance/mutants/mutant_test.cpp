@@ -4,7 +4,9 @@
 //
 // Run the full kill matrix (which property kills which mutant, how often) with
 //   ringkv_mutant_tests --gtest_also_run_disabled_tests --gtest_filter='*KillMatrix*'
+#include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <optional>
 #include <string>
 
@@ -15,6 +17,7 @@
 #include "property/properties.hpp"
 #include "ringkv/reference_engine.hpp"
 #include "support/rng.hpp"
+#include "support/runner.hpp"
 
 namespace ringkv::conformance {
 namespace {
@@ -62,6 +65,13 @@ std::optional<Kill> hunt(const EngineFactory& f, int cases) {
   return std::nullopt;
 }
 
+}  // namespace
+
+// gtest prints a parameter with this instead of its bytes.
+void PrintTo(const MutantInfo& m, std::ostream* os) { *os << m.name; }
+
+namespace {
+
 class Mutant : public ::testing::TestWithParam<MutantInfo> {};
 
 TEST_P(Mutant, IsKilledByThePropertySuite) {
@@ -89,6 +99,47 @@ TEST(ReferenceControl, PassesTheFixedCases) {
   const std::optional<Kill> kill = hunt(reference_engine_factory(), kDefaultCases);
   ASSERT_FALSE(kill.has_value()) << "the reference engine failed " << kill->property << " on case "
                                  << kill->case_index << ": " << kill->case_id << "\n" << kill->message.substr(0, 4000);
+}
+
+// The needles make an off-by-one window move the output by O(1) even at W = 4096 and under
+// an f16 engine's bound, where random data would move it by about |v| / W.
+TEST(LargeWindow, NeedlesExposeOffByOneWindowsUnderTheF16Bound) {
+  Case c;
+  const int64_t W = 4096;
+  c.config.layers = {LayerConfig{W, 4, RopeConfig{}}};
+  c.config.num_q_heads = 1;
+  c.config.num_kv_heads = 1;
+  c.config.head_dim = 64;
+  c.config.max_tokens = W + 4 + 4;
+  c.config.start_positions = {1 << 20};
+  c.data = DataMode::needle;
+  c.seed = 4096;
+  for (int64_t done = 0; done < c.config.max_tokens;) {  // prefill chunks, then decode steps at the boundary
+    const int64_t n = done + 1024 < W ? 1024 : 1;
+    c.steps.push_back(StepPlan{{}, {n}});
+    done += n;
+  }
+  const std::vector<int64_t> targets = needle_targets(c, 0);
+  RunOptions o;
+  o.sample_queries = [&](int, int64_t i) {
+    return i < 4 || i == W / 2 || std::find(targets.begin(), targets.end(), i) != targets.end();
+  };
+  const auto find = [](const char* name) {
+    for (const MutantInfo& m : all_mutants()) {
+      if (std::string(name) == m.name) return m.factory;
+    }
+    throw std::logic_error(name);
+  };
+  const RunResult good = run_case(find("f16_engine"), c, o);
+  EXPECT_TRUE(good.ok()) << good.failure;
+  std::printf("[large] f16_engine at W = %lld: %lld sampled outputs, worst error %.3g of the bound\n",
+              static_cast<long long>(W), static_cast<long long>(good.outputs_checked), good.worst_ratio);
+  for (const char* bad : {"window_plus_one_f16", "window_minus_one_f16", "sinks_evicted_f16"}) {
+    const RunResult r = run_case(find(bad), c, o);
+    EXPECT_FALSE(r.ok()) << bad << " passed at W = 4096 under the f16 bound";
+    std::printf("[large] %-22s at W = %lld: worst error %.3g x the bound: %s\n", bad, static_cast<long long>(W),
+                r.worst_ratio, r.failure.substr(0, 160).c_str());
+  }
 }
 
 // Which property kills which mutant: every property on the first N fixed cases.

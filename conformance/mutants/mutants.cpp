@@ -206,6 +206,58 @@ class F16Query : public ReferenceEngine {
   bool declare_f16_;
 };
 
+// A typical f16 inference engine: q, P and the output rounded to f16 (accumulating in f32),
+// declaring exactly that. A control: correct under its declaration, so the bound must accept it.
+class F16Engine : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void round_query(float* q, int n) const override {
+    for (int i = 0; i < n; ++i) q[i] = round_to_f16(q[i]);
+  }
+  void round_weights(float* p, int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i) p[i] = round_to_f16(p[i]);
+  }
+  void round_output(float* o, int n) const override {
+    for (int i = 0; i < n; ++i) o[i] = round_to_f16(o[i]);
+  }
+  PrecisionProfile precision() const override {
+    PrecisionProfile p = ReferenceEngine::precision();
+    p.q_dot = p.p_before_pv = p.output = Precision::f16;
+    return p;
+  }
+  const char* engine_name() const override { return "control:f16_engine"; }
+};
+
+// Any engine above with a typical f16 engine's numerics (and an honest f16 declaration): its
+// bug must still show through the much looser f16 bound (the needles' job).
+template <class Base>
+class WithF16Numerics : public Base {
+ public:
+  WithF16Numerics(Config c, const char* name) : Base(std::move(c)), name_(name) {}
+
+ protected:
+  void round_query(float* q, int n) const override {
+    for (int i = 0; i < n; ++i) q[i] = round_to_f16(q[i]);
+  }
+  void round_weights(float* p, int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i) p[i] = round_to_f16(p[i]);
+  }
+  void round_output(float* o, int n) const override {
+    for (int i = 0; i < n; ++i) o[i] = round_to_f16(o[i]);
+  }
+  PrecisionProfile precision() const override {
+    PrecisionProfile p = Base::precision();
+    p.q_dot = p.p_before_pv = p.output = Precision::f16;
+    return p;
+  }
+  const char* engine_name() const override { return name_; }
+
+ private:
+  const char* name_;
+};
+
 template <typename T, typename... Extra>
 EngineFactory factory(const char* name, Extra... extra) {
   return EngineFactory{name, ReferenceEngine::capabilities(), [=](const Config& c) -> std::unique_ptr<Engine> {
@@ -228,10 +280,18 @@ const std::vector<MutantInfo>& all_mutants() {
       {"gqa_modulo", "query head h reads kv head h % Hkv", factory<GqaModulo>("gqa_modulo")},
       {"int8_truncation", "INT8 codes truncated toward zero", factory<Int8Truncation>("int8_truncation")},
       {"int8_scale_per_chunk", "one INT8 scale for a whole chunk", factory<Int8ScalePerChunk>("int8_scale_per_chunk")},
+      {"window_plus_one_f16", "W + 1 in an f16 engine that declares its f16 profile",
+       factory<WithF16Numerics<WindowPlusOne>>("window_plus_one_f16", "mutant:window_plus_one_f16")},
+      {"window_minus_one_f16", "W - 1 in an f16 engine that declares its f16 profile",
+       factory<WithF16Numerics<WindowMinusOne>>("window_minus_one_f16", "mutant:window_minus_one_f16")},
+      {"sinks_evicted_f16", "sinks evicted in an f16 engine that declares its f16 profile",
+       factory<WithF16Numerics<SinksEvicted>>("sinks_evicted_f16", "mutant:sinks_evicted_f16")},
       {"f16_query_declared_f32", "q rounded to f16 before q.k while declaring an f32 profile",
        factory<F16Query>("f16_query_declared_f32", false)},
       {"f16_query_declared_f16", "q rounded to f16, declaring q_dot = f16 (correct: must pass)",
        factory<F16Query>("f16_query_declared_f16", true), true},
+      {"f16_engine", "q, P and output rounded to f16, declared (a typical f16 engine: must pass)",
+       factory<F16Engine>("f16_engine"), true},
   };
   return mutants;
 }

@@ -54,9 +54,12 @@ int64_t needle_sinks(const Case& c, int layer) {
 }
 
 std::vector<int64_t> needle_targets(const Case& c, int layer) {
-  const int64_t W = needle_window(c, layer);
+  const int64_t W = needle_window(c, layer), S = needle_sinks(c, layer);
   std::vector<int64_t> t;
-  for (int64_t x : {W - 1, W, W + 1, 2 * W - 1, 2 * W, 3 * W}) {
+  // A query t tells W from W + 1 only if its just-evicted key t - W is not a sink (t - W >= S):
+  // the first window boundaries after the sinks come first, then the plain multiples of W.
+  for (int64_t x : {S + W, S + W + 1, S + W - 1 + (S == 0 ? 0 : 1), S + 2 * W - 1, S + 2 * W, S + 3 * W, W - 1, W,
+                    W + 1}) {
     if (x >= 0 && x < c.config.max_tokens && std::find(t.begin(), t.end(), x) == t.end()) t.push_back(x);
   }
   const size_t max_targets = static_cast<size_t>(c.config.head_dim / 3);
@@ -106,7 +109,7 @@ void input_row(const Case& c, Tensor t, int layer, int stream, int64_t index, in
       const auto d0 = static_cast<int>(3 * a);
       out[d0] = amp;      // the just-evicted key t - W
       out[d0 + 1] = amp;  // the first visible key t - W + 1
-      if (S > 0) out[d0 + 2] = amp;  // the last sink
+      if (S > 0) out[d0 + 2] = amp;  // the first sink
     }
     if (!planted) {
       for (int d = 0; d < D; ++d) out[d] = 0.5f * base(d);
@@ -118,7 +121,7 @@ void input_row(const Case& c, Tensor t, int layer, int stream, int64_t index, in
       const auto d0 = static_cast<int>(3 * a);
       if (index == targets[a] - W) out[d0] = amp;
       if (index == targets[a] - W + 1) out[d0 + 1] = amp;
-      if (S > 0 && index == S - 1) out[d0 + 2] = amp;
+      if (S > 0 && index == 0) out[d0 + 2] = amp;  // the first sink: the first one a ring evicts
     }
   }
   unrotate_by_index(L.rope, D, index, out);

@@ -16,7 +16,7 @@ namespace ringkv::conformance {
 
 enum class DataMode {
   random,  ///< q, k uniform in [-amp, amp), v uniform in [-1, 1)
-  needle,  ///< planted keys at t - W, t - W + 1 and the last sink dominate the query at boundary targets t
+  needle,  ///< planted keys at t - W, t - W + 1 and the first sink dominate the query at boundary targets t
 };
 const char* to_string(DataMode);
 

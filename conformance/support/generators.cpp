@@ -124,7 +124,16 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
                       : 1;
     // ---- schedule sizes: up to 4W + S tokens per stream ----
     const int64_t cap_tokens = std::min<int64_t>(4 * W + S, caps.max_tokens);
-    int64_t longest = *rc::gen::inRange<int64_t>(1, cap_tokens + 1);
+    // Stream length: biased to the boundaries (the ring just full, one past it, two windows, the cap).
+    int64_t longest = 1;
+    switch (choice(5)) {
+      case 0: longest = *rc::gen::inRange<int64_t>(1, cap_tokens + 1); break;
+      case 1: longest = S + W + pick<int64_t>({-1, 0, 1, 2}); break;
+      case 2: longest = S + 2 * W + pick<int64_t>({0, 1}); break;
+      case 3: longest = S + 3 * W + *rc::gen::inRange<int64_t>(0, W + 1); break;
+      default: longest = cap_tokens; break;
+    }
+    longest = std::clamp<int64_t>(longest, 1, cap_tokens);
     // Keep the oracle fast: shrink the batch, then the stream, to the work budget.
     const auto work = [&](int64_t tokens) {
       return tokens * std::min(tokens, W + S) * cfg.num_q_heads * D * L * cfg.batch;

@@ -116,7 +116,13 @@ std::vector<OracleOutput> Oracle::append(int sequence, int64_t n, const float* q
                     ql + static_cast<size_t>(t) * static_cast<size_t>(Hq * D) + static_cast<size_t>(h * D),
                     q_rot.data() + static_cast<size_t>(h * D));
       }
-      for (int h = 0; h < Hq; ++h) out.push_back(attend(l, sequence, i, q_rot.data() + static_cast<size_t>(h * D), h));
+      for (int h = 0; h < Hq; ++h) {
+        if (filter_ && !filter_(l, i)) {
+          out.emplace_back();  // not sampled
+        } else {
+          out.push_back(attend(l, sequence, i, q_rot.data() + static_cast<size_t>(h * D), h));
+        }
+      }
     }
   }
   return out;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ringkv/config.hpp"
@@ -47,6 +48,10 @@ class Oracle {
 
   void reset(int sequence, int64_t start_position);
 
+  /// For large cases: compute outputs only for the token indices the filter
+  /// accepts (the others get an empty OracleOutput::o). Keys are always kept.
+  void set_query_filter(std::function<bool(int layer, int64_t index)> filter) { filter_ = std::move(filter); }
+
   /// Appends n tokens (tensors laid out as in ringkv::SequenceStep) and returns
   /// the expected outputs, [layers][n][Hq].
   std::vector<OracleOutput> append(int sequence, int64_t n, const float* q, const float* k, const float* v);
@@ -65,6 +70,7 @@ class Oracle {
   }
 
   Config config_;
+  std::function<bool(int, int64_t)> filter_;
   std::vector<int64_t> p0_;
   std::vector<std::vector<OracleToken>> history_;  // [layer][sequence]
 };

@@ -94,6 +94,7 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
   result.info = engine->info();
   result.cache_bytes_initial = engine->cache_bytes();
   Oracle oracle(cfg);
+  if (opt.sample_queries) oracle.set_query_filter(opt.sample_queries);
   std::vector<BoundContext> ctx;
   for (int l = 0; l < L; ++l) ctx.push_back(make_bound_context(cfg, l, result.info.precision));
   std::vector<int> stream(static_cast<size_t>(B));
@@ -163,6 +164,10 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
         rec.bound.resize(per_tok);
         for (int l = 0; l < L; ++l) {
           for (int h = 0; h < Hq; ++h) {
+            if (opt.oracle && want[(static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(t)) *
+                                       static_cast<size_t>(Hq) + static_cast<size_t>(h)].o.empty()) {
+              continue;  // a query the oracle did not sample
+            }
             if (!opt.oracle) {
               const size_t src0 = ((static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(t)) * static_cast<size_t>(Hq) +
                                    static_cast<size_t>(h)) * static_cast<size_t>(D);

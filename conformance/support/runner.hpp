@@ -35,6 +35,8 @@ struct RunOptions {
   bool poison = false;          ///< after each step, poison empty slots with NaN
   bool reverse_appends = false; ///< list each step's appends in reverse sequence order
   std::function<void(int step, Engine&)> after_step;  ///< called after each step
+  /// Large cases: the oracle computes (and the run compares) only these query indices.
+  std::function<bool(int layer, int64_t index)> sample_queries;
 };
 
 struct RunResult {

@@ -138,6 +138,8 @@ void ReferenceEngine::encode_kv_row(bool, const KvFormat& format, const float* x
 }
 
 void ReferenceEngine::round_query(float*, int) const {}
+void ReferenceEngine::round_weights(float*, int64_t) const {}
+void ReferenceEngine::round_output(float*, int) const {}
 
 // ---------------------------------------------------------------- the algorithm
 
@@ -326,6 +328,7 @@ void ReferenceEngine::attend_token(int layer, int sequence, int64_t index, const
       }
       // Normalise P now so that P·V below is a plain weighted sum.
       for (int64_t i = 0; i < n_visible; ++i) sm[i] /= sum;
+      round_weights(sm, n_visible);
       std::fill(acc + m * D, acc + (m + 1) * D, 0.0f);
     }
     // 5. P·V: each V row is decoded once.
@@ -339,6 +342,7 @@ void ReferenceEngine::attend_token(int layer, int sequence, int64_t index, const
     }
     for (int m = 0; m < group; ++m) {
       std::copy(acc + m * D, acc + (m + 1) * D, out + q_head_of(g, m) * D);
+      round_output(out + q_head_of(g, m) * D, D);
     }
   }
 }

@@ -61,6 +61,10 @@ class ReferenceEngine : public Engine {
   virtual void encode_kv_row(bool is_key, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const;
   /// Rounds the rotated query before q·k, if an engine does (the reference does not).
   virtual void round_query(float* q_rot, int n) const;
+  /// Rounds the normalised weights P before P·V, if an engine does (the reference does not).
+  virtual void round_weights(float* p, int64_t n) const;
+  /// Rounds one head's output, if an engine does (the reference does not).
+  virtual void round_output(float* o, int n) const;
   /// The declared precision profile.
   virtual PrecisionProfile precision() const;
   virtual const char* engine_name() const { return "reference"; }
