@@ -1,7 +1,9 @@
 # ringkv: the installed package works for a consumer.
 #
 #   cmake -DRINGKV_SOURCE_DIR=<src> -DRINGKV_BINARY_DIR=<build> -DWORK_DIR=<scratch>
-#         [-DGENERATOR=<generator>] [-DBUILD_CONFIG=<config>] -P run_consumer_test.cmake
+#         [-DGENERATOR=<generator>] [-DBUILD_CONFIG=<config>] [-DCONSUMER_LINK_FLAGS=<flags>]
+#         -P run_consumer_test.cmake
+# CONSUMER_LINK_FLAGS: what a sanitizer build's static library needs at the consumer's link.
 #
 # 1. installs the (already built) ringkv build tree into WORK_DIR/prefix,
 # 2. configures conformance/consumer/project against that prefix only
@@ -68,7 +70,8 @@ run_step("configuring the consumer project"
          -DCMAKE_BUILD_TYPE=${consumer_type}
          -DCMAKE_PREFIX_PATH=${prefix}
          -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-         -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+         -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
+         "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_LINK_FLAGS}")
 
 # The package must have come from the prefix just installed, not from elsewhere.
 file(STRINGS ${consumer_build}/CMakeCache.txt ringkv_dir_line REGEX "^ringkv_DIR:")

@@ -1,0 +1,258 @@
+#include "support/config_json.hpp"
+
+#include <sstream>
+
+#include "ringkv/error.hpp"
+
+namespace ringkv::conformance {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& path, const std::string& why) { throw ConfigError(path + ": " + why); }
+
+const json& field(const json& j, const std::string& path, const char* name) {
+  if (!j.is_object()) bad(path, "must be a JSON object");
+  const auto it = j.find(name);
+  if (it == j.end()) bad(path + "." + name, "missing");
+  return *it;
+}
+
+int64_t get_int(const json& j, const std::string& path, const char* name) {
+  const json& v = field(j, path, name);
+  if (!v.is_number_integer()) bad(path + "." + name, "= " + v.dump() + ": must be an integer");
+  return v.get<int64_t>();
+}
+
+double get_double(const json& j, const std::string& path, const char* name) {
+  const json& v = field(j, path, name);
+  if (!v.is_number()) bad(path + "." + name, "= " + v.dump() + ": must be a number");
+  return v.get<double>();
+}
+
+std::string get_string(const json& j, const std::string& path, const char* name) {
+  const json& v = field(j, path, name);
+  if (!v.is_string()) bad(path + "." + name, "= " + v.dump() + ": must be a string");
+  return v.get<std::string>();
+}
+
+template <typename E, size_t N>
+E get_enum(const json& j, const std::string& path, const char* name, const E (&values)[N]) {
+  const std::string s = get_string(j, path, name);
+  std::string allowed;
+  for (E e : values) {
+    if (s == to_string(e)) return e;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(to_string(e));
+  }
+  bad(path + "." + name, "= \"" + s + "\": must be one of " + allowed);
+}
+
+constexpr RopeStyle kStyles[] = {RopeStyle::none, RopeStyle::neox, RopeStyle::gptj};
+constexpr RopeScaling kScalings[] = {RopeScaling::none, RopeScaling::linear, RopeScaling::ntk};
+constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
+constexpr Int8Scheme kSchemes[] = {Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
+constexpr Rounding kRoundings[] = {Rounding::nearest_even, Rounding::half_away};
+constexpr Precision kPrecisions[] = {Precision::f64, Precision::f32, Precision::tf32, Precision::f16,
+                                     Precision::bf16, Precision::fp8_e4m3, Precision::fp8_e5m2, Precision::int8};
+
+json format_to_json(const KvFormat& f) {
+  return json{{"dtype", to_string(f.dtype)},
+              {"int8_scheme", to_string(f.int8_scheme)},
+              {"rounding", to_string(f.rounding)},
+              {"scale", static_cast<double>(f.scale)}};
+}
+
+KvFormat format_from_json(const json& j, const std::string& path) {
+  KvFormat f;
+  f.dtype = get_enum(j, path, "dtype", kDTypes);
+  f.int8_scheme = get_enum(j, path, "int8_scheme", kSchemes);
+  f.rounding = get_enum(j, path, "rounding", kRoundings);
+  f.scale = static_cast<float>(get_double(j, path, "scale"));
+  return f;
+}
+
+const json& array_field(const json& j, const std::string& path, const char* name) {
+  const json& v = field(j, path, name);
+  if (!v.is_array()) bad(path + "." + name, "must be an array");
+  return v;
+}
+
+}  // namespace
+
+json config_to_json(const Config& c) {
+  json layers = json::array();
+  for (const LayerConfig& l : c.layers) {
+    layers.push_back(json{{"window", l.window},
+                          {"sinks", l.sinks},
+                          {"rope",
+                           {{"style", to_string(l.rope.style)},
+                            {"theta", l.rope.theta},
+                            {"rotary_dim", l.rope.rotary_dim},
+                            {"scaling", to_string(l.rope.scaling)},
+                            {"factor", l.rope.factor}}}});
+  }
+  json j{{"config_version", kConfigJsonVersion},
+         {"layers", layers},
+         {"num_q_heads", c.num_q_heads},
+         {"num_kv_heads", c.num_kv_heads},
+         {"head_dim", c.head_dim},
+         {"batch", c.batch},
+         {"max_tokens", c.max_tokens},
+         {"softmax_scale", c.softmax_scale ? json(*c.softmax_scale) : json(nullptr)},
+         {"softcap", c.softcap ? json(*c.softcap) : json(nullptr)},
+         {"sink_logits", c.sink_logits},
+         {"k_format", format_to_json(c.k_format)},
+         {"v_format", format_to_json(c.v_format)},
+         {"start_positions", c.start_positions}};
+  return j;
+}
+
+Config config_from_json(const json& j) {
+  const std::string p = "config";
+  const int64_t version = get_int(j, p, "config_version");
+  if (version != kConfigJsonVersion) {
+    bad(p + ".config_version", "= " + std::to_string(version) + ": this ringkv reads version " +
+                                   std::to_string(kConfigJsonVersion));
+  }
+  Config c;
+  const json& layers = array_field(j, p, "layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string lp = p + ".layers[" + std::to_string(i) + "]";
+    LayerConfig l;
+    l.window = get_int(layers[i], lp, "window");
+    l.sinks = get_int(layers[i], lp, "sinks");
+    const json& r = field(layers[i], lp, "rope");
+    const std::string rp = lp + ".rope";
+    l.rope.style = get_enum(r, rp, "style", kStyles);
+    l.rope.theta = get_double(r, rp, "theta");
+    l.rope.rotary_dim = static_cast<int>(get_int(r, rp, "rotary_dim"));
+    l.rope.scaling = get_enum(r, rp, "scaling", kScalings);
+    l.rope.factor = get_double(r, rp, "factor");
+    c.layers.push_back(l);
+  }
+  const auto small_int = [&](const char* name) {
+    const int64_t v = get_int(j, p, name);
+    if (v < -(int64_t{1} << 31) || v >= (int64_t{1} << 31)) bad(p + "." + name, "= " + std::to_string(v) + ": out of range");
+    return static_cast<int>(v);
+  };
+  c.num_q_heads = small_int("num_q_heads");
+  c.num_kv_heads = small_int("num_kv_heads");
+  c.head_dim = small_int("head_dim");
+  c.batch = small_int("batch");
+  c.max_tokens = get_int(j, p, "max_tokens");
+  for (const char* name : {"softmax_scale", "softcap"}) {
+    const json& v = field(j, p, name);
+    if (v.is_null()) continue;
+    if (!v.is_number()) bad(p + "." + name, "= " + v.dump() + ": must be a number or null");
+    (std::string(name) == "softcap" ? c.softcap : c.softmax_scale) = v.get<double>();
+  }
+  const json& sl = array_field(j, p, "sink_logits");
+  for (size_t l = 0; l < sl.size(); ++l) {
+    if (!sl[l].is_array()) bad(p + ".sink_logits[" + std::to_string(l) + "]", "must be an array");
+    std::vector<float> row;
+    for (size_t h = 0; h < sl[l].size(); ++h) {
+      if (!sl[l][h].is_number()) bad(p + ".sink_logits[" + std::to_string(l) + "][" + std::to_string(h) + "]", "must be a number");
+      row.push_back(sl[l][h].get<float>());
+    }
+    c.sink_logits.push_back(row);
+  }
+  c.k_format = format_from_json(field(j, p, "k_format"), p + ".k_format");
+  c.v_format = format_from_json(field(j, p, "v_format"), p + ".v_format");
+  const json& sp = array_field(j, p, "start_positions");
+  for (size_t s = 0; s < sp.size(); ++s) {
+    if (!sp[s].is_number_integer()) bad(p + ".start_positions[" + std::to_string(s) + "]", "must be an integer");
+    c.start_positions.push_back(sp[s].get<int64_t>());
+  }
+  validate(c);
+  return c;
+}
+
+json case_to_json(const Case& c) {
+  json steps = json::array();
+  for (const StepPlan& st : c.steps) {
+    json resets = json::array();
+    for (const ResetPlan& r : st.resets) {
+      resets.push_back(json{{"sequence", r.sequence}, {"start_position", r.start_position}, {"stream", r.stream}});
+    }
+    steps.push_back(json{{"resets", resets}, {"tokens", st.tokens}});
+  }
+  return json{{"config", config_to_json(c.config)},
+              {"steps", steps},
+              {"initial_streams", c.initial_streams},
+              {"seed", c.seed},
+              {"data", to_string(c.data)},
+              {"qk_amplitude", static_cast<double>(c.qk_amplitude)},
+              {"layer_salt", c.layer_salt},
+              {"stream_salt", c.stream_salt},
+              {"needle_windows", c.needle_windows},
+              {"needle_sinks", c.needle_sinks},
+              {"kv_head_repeat", c.kv_head_repeat},
+              {"zero_rows_every", c.zero_rows_every}};
+}
+
+Case case_from_json(const json& j) {
+  const std::string p = "case";
+  Case c;
+  c.config = config_from_json(field(j, p, "config"));
+  const json& steps = array_field(j, p, "steps");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string sp = p + ".steps[" + std::to_string(i) + "]";
+    StepPlan st;
+    const json& resets = array_field(steps[i], sp, "resets");
+    for (size_t r = 0; r < resets.size(); ++r) {
+      const std::string rp = sp + ".resets[" + std::to_string(r) + "]";
+      st.resets.push_back({static_cast<int>(get_int(resets[r], rp, "sequence")), get_int(resets[r], rp, "start_position"),
+                           static_cast<int>(get_int(resets[r], rp, "stream"))});
+    }
+    const json& tokens = array_field(steps[i], sp, "tokens");
+    for (const json& n : tokens) {
+      if (!n.is_number_integer()) bad(sp + ".tokens", "must hold integers");
+      st.tokens.push_back(n.get<int64_t>());
+    }
+    if (st.tokens.size() != static_cast<size_t>(c.config.batch)) {
+      bad(sp + ".tokens", "has " + std::to_string(st.tokens.size()) + " entries: must be batch = " +
+                              std::to_string(c.config.batch));
+    }
+    c.steps.push_back(st);
+  }
+  c.initial_streams = field(j, p, "initial_streams").get<std::vector<int>>();
+  c.seed = field(j, p, "seed").get<uint64_t>();
+  const std::string data = get_string(j, p, "data");
+  if (data != "random" && data != "needle") bad(p + ".data", "= \"" + data + "\": must be random or needle");
+  c.data = data == "random" ? DataMode::random : DataMode::needle;
+  c.qk_amplitude = static_cast<float>(get_double(j, p, "qk_amplitude"));
+  c.layer_salt = field(j, p, "layer_salt").get<std::vector<uint64_t>>();
+  c.stream_salt = field(j, p, "stream_salt").get<std::vector<uint64_t>>();
+  c.needle_windows = field(j, p, "needle_windows").get<std::vector<int64_t>>();
+  c.needle_sinks = field(j, p, "needle_sinks").get<std::vector<int64_t>>();
+  c.kv_head_repeat = static_cast<int>(get_int(j, p, "kv_head_repeat"));
+  c.zero_rows_every = get_int(j, p, "zero_rows_every");
+  try {
+    check_schedule(c);
+  } catch (const std::logic_error& e) {
+    bad(p + ".steps", e.what());
+  }
+  return c;
+}
+
+json profile_to_json(const PrecisionProfile& p) {
+  return json{{"q_dot", to_string(p.q_dot)},           {"k_storage", to_string(p.k_storage)},
+              {"v_storage", to_string(p.v_storage)},   {"accumulator", to_string(p.accumulator)},
+              {"p_before_pv", to_string(p.p_before_pv)}, {"output", to_string(p.output)},
+              {"rope_angle", to_string(p.rope_angle)}};
+}
+
+PrecisionProfile profile_from_json(const json& j) {
+  const std::string p = "profile";
+  PrecisionProfile r;
+  r.q_dot = get_enum(j, p, "q_dot", kPrecisions);
+  r.k_storage = get_enum(j, p, "k_storage", kPrecisions);
+  r.v_storage = get_enum(j, p, "v_storage", kPrecisions);
+  r.accumulator = get_enum(j, p, "accumulator", kPrecisions);
+  r.p_before_pv = get_enum(j, p, "p_before_pv", kPrecisions);
+  r.output = get_enum(j, p, "output", kPrecisions);
+  r.rope_angle = get_enum(j, p, "rope_angle", kPrecisions);
+  return r;
+}
+
+}  // namespace ringkv::conformance
