@@ -12,4 +12,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   librapidcheck-dev \
   libcli11-dev \
   nlohmann-json3-dev \
-  libbenchmark-dev
+  libbenchmark-dev \
+  python3 python3-venv

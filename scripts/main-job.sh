@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The README's main job: install dependencies, build, and check the reference
-# engine against the float64 oracle (until the ringkv CLI exists, issue 3).
+# The README's main job: install dependencies, build, and run `ringkv check`: every built-in
+# engine against the committed golden cases, with a table per boundary class.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake --preset default
 cmake --build --preset default
-./build/conformance/ringkv_selfcheck
+./build/cli/ringkv check

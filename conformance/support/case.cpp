@@ -144,7 +144,18 @@ void check_schedule(const Case& c) {
   for (size_t s = 0; s < c.steps.size(); ++s) {
     const StepPlan& st = c.steps[s];
     if (st.tokens.size() != static_cast<size_t>(B)) throw std::logic_error("case: step tokens size != batch");
-    for (const ResetPlan& r : st.resets) seen[static_cast<size_t>(r.sequence)] = 0;
+    for (const ResetPlan& r : st.resets) {
+      if (r.sequence < 0 || r.sequence >= B) {
+        throw std::logic_error("case: step " + std::to_string(s) + " resets sequence " + std::to_string(r.sequence) +
+                               ", outside [0, batch = " + std::to_string(B) + ")");
+      }
+      seen[static_cast<size_t>(r.sequence)] = 0;
+    }
+    for (int q = 0; q < B; ++q) {
+      if (st.tokens[static_cast<size_t>(q)] < 0) {
+        throw std::logic_error("case: step " + std::to_string(s) + " appends a negative token count");
+      }
+    }
     for (int q = 0; q < B; ++q) {
       seen[static_cast<size_t>(q)] += st.tokens[static_cast<size_t>(q)];
       if (seen[static_cast<size_t>(q)] > c.config.max_tokens) throw std::logic_error("case: schedule exceeds max_tokens");

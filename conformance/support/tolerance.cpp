@@ -1,5 +1,7 @@
 #include "support/tolerance.hpp"
 
+#include "ringkv/quant.hpp"
+
 #include <cmath>
 
 namespace ringkv::conformance {
@@ -8,17 +10,6 @@ namespace {
 constexpr double kLambda = 4.0;  // probabilistic rounding-error multiplier (docs/tolerances.md §2)
 constexpr double kSafety = 2.0;  // overall factor for second-order terms
 
-Precision precision_of(DType d) {
-  switch (d) {
-    case DType::f32: return Precision::f32;
-    case DType::f16: return Precision::f16;
-    case DType::bf16: return Precision::bf16;
-    case DType::fp8_e4m3: return Precision::fp8_e4m3;
-    case DType::fp8_e5m2: return Precision::fp8_e5m2;
-    case DType::int8: return Precision::int8;
-  }
-  return Precision::f32;
-}
 
 // Relative error of stored values beyond what the spec defines as exact.
 double storage_term(DType config_dtype, Precision declared) {

@@ -29,14 +29,6 @@ using ringkv::Rounding;
 constexpr Rounding kRne = Rounding::nearest_even;
 constexpr Rounding kAway = Rounding::half_away;
 
-KvFormat int8_format(Int8Scheme scheme, Rounding rounding, float scale = 1.0f) {
-  KvFormat f;
-  f.dtype = DType::int8;
-  f.int8_scheme = scheme;
-  f.rounding = rounding;
-  f.scale = scale;
-  return f;
-}
 
 /// Quantises one group, returning the codes as ints (readable failures).
 struct Quantised {
@@ -117,11 +109,11 @@ TEST(Int8RoundClamp, HandTable) {
 TEST(Int8PerHead, UnitScaleWithExactTies) {
   const std::vector<float> x{127.0f, 2.5f, -2.5f, 1.5f, 0.5f, -0.5f, -126.4f, 3.49f};
   // amax = 127 -> s = 1 exactly; x / s = x.
-  const Quantised rne = quantise(int8_format(Int8Scheme::per_head, kRne), x);
+  const Quantised rne = quantise(KvFormat::int8(Int8Scheme::per_head, kRne), x);
   EXPECT_EQ(rne.group.divisor_scale, 1.0f);
   EXPECT_EQ(rne.group.stored_scale, 1.0f);
   EXPECT_EQ(rne.codes, (std::vector<int>{127, 2, -2, 2, 0, 0, -126, 3}));
-  const Quantised away = quantise(int8_format(Int8Scheme::per_head, kAway), x);
+  const Quantised away = quantise(KvFormat::int8(Int8Scheme::per_head, kAway), x);
   EXPECT_EQ(away.codes, (std::vector<int>{127, 3, -3, 2, 1, -1, -126, 3}));
 }
 
@@ -130,23 +122,23 @@ TEST(Int8PerHead, ScaleTwoWithExactTies) {
   // amax = 254 -> s = 2 exactly; x / s = 2.5, -2.5, 1.5, 0.5, -0.5, -127, 3.5, 0.
   const std::vector<int> want_rne{2, -2, 2, 0, 0, -127, 4, 0};
   const std::vector<int> want_away{3, -3, 2, 1, -1, -127, 4, 0};
-  const Quantised rne = quantise(int8_format(Int8Scheme::per_head, kRne), x);
+  const Quantised rne = quantise(KvFormat::int8(Int8Scheme::per_head, kRne), x);
   EXPECT_EQ(rne.group.divisor_scale, 2.0f);
   EXPECT_EQ(rne.group.stored_scale, 2.0f);
   EXPECT_EQ(rne.codes, want_rne);
-  EXPECT_EQ(quantise(int8_format(Int8Scheme::per_head, kAway), x).codes, want_away);
+  EXPECT_EQ(quantise(KvFormat::int8(Int8Scheme::per_head, kAway), x).codes, want_away);
 
   std::vector<float> scales;
-  EXPECT_EQ(encode_decode(int8_format(Int8Scheme::per_head, kRne), x, nullptr, &scales),
+  EXPECT_EQ(encode_decode(KvFormat::int8(Int8Scheme::per_head, kRne), x, nullptr, &scales),
             (std::vector<float>{4, -4, 4, 0, 0, -254, 8, 0}));
   EXPECT_EQ(scales, (std::vector<float>{2.0f}));
-  EXPECT_EQ(encode_decode(int8_format(Int8Scheme::per_head, kAway), x),
+  EXPECT_EQ(encode_decode(KvFormat::int8(Int8Scheme::per_head, kAway), x),
             (std::vector<float>{6, -6, 4, 2, -2, -254, 8, 0}));
 }
 
 TEST(Int8PerHead, AllZeroGroupHasZeroScaleAndDecodesToZero) {
   for (const Rounding r : {kRne, kAway}) {
-    const KvFormat f = int8_format(Int8Scheme::per_head, r);
+    const KvFormat f = KvFormat::int8(Int8Scheme::per_head, r);
     const std::vector<float> x{0.0f, -0.0f, 0.0f, -0.0f};
     const Quantised q = quantise(f, x);
     EXPECT_EQ(q.group.divisor_scale, 0.0f);
@@ -176,7 +168,7 @@ TEST(Int8PerHead, DividesByTheScale) {
           const int by_reciprocal = independent_round(x * inv, mode);
           if (by_division == by_reciprocal) continue;
           ++found;
-          const Quantised q = quantise(int8_format(Int8Scheme::per_head, mode), {amax, x});
+          const Quantised q = quantise(KvFormat::int8(Int8Scheme::per_head, mode), {amax, x});
           EXPECT_EQ(q.group.divisor_scale, s);
           EXPECT_EQ(q.codes[1], by_division) << "amax " << amax << " x " << x;
         }
@@ -190,15 +182,15 @@ TEST(Int8PerHead, DividesByTheScale) {
 
 TEST(Int8Q80, HeadDim32OneGroupWithExactTies) {
   const std::vector<float> x = padded_f({127.0f, 2.5f, -2.5f, 1.5f, 0.5f, -0.5f, -126.4f, 3.49f}, 32);
-  const Quantised rne = quantise(int8_format(Int8Scheme::q8_0, kRne), x);
+  const Quantised rne = quantise(KvFormat::int8(Int8Scheme::q8_0, kRne), x);
   EXPECT_EQ(rne.group.divisor_scale, 1.0f);
   EXPECT_EQ(rne.group.stored_scale, 1.0f);
   EXPECT_EQ(rne.codes, padded_i({127, 2, -2, 2, 0, 0, -126, 3}, 32));
-  const Quantised away = quantise(int8_format(Int8Scheme::q8_0, kAway), x);
+  const Quantised away = quantise(KvFormat::int8(Int8Scheme::q8_0, kAway), x);
   EXPECT_EQ(away.codes, padded_i({127, 3, -3, 2, 1, -1, -126, 3}, 32));
 
   std::vector<float> scales;
-  EXPECT_EQ(encode_decode(int8_format(Int8Scheme::q8_0, kAway), x, nullptr, &scales),
+  EXPECT_EQ(encode_decode(KvFormat::int8(Int8Scheme::q8_0, kAway), x, nullptr, &scales),
             times(padded_i({127, 3, -3, 2, 1, -1, -126, 3}, 32), 1.0f));
   EXPECT_EQ(scales, (std::vector<float>{1.0f}));
 }
@@ -217,7 +209,7 @@ TEST(Int8Q80, HeadDim64TwoGroupsWithTheirOwnScales) {
   want_away.insert(want_away.end(), want_away_1.begin(), want_away_1.end());
 
   for (const Rounding mode : {kRne, kAway}) {
-    const KvFormat f = int8_format(Int8Scheme::q8_0, mode);
+    const KvFormat f = KvFormat::int8(Int8Scheme::q8_0, mode);
     std::vector<uint8_t> bytes;
     std::vector<float> scales;
     const std::vector<float> decoded = encode_decode(f, x, &bytes, &scales);
@@ -238,7 +230,7 @@ TEST(Int8Q80, AllZeroGroupNextToANonZeroGroup) {
   x.resize(64, 0.0f);                                  // group 1 all zero
   std::vector<uint8_t> bytes;
   std::vector<float> scales;
-  const std::vector<float> decoded = encode_decode(int8_format(Int8Scheme::q8_0, kRne), x, &bytes, &scales);
+  const std::vector<float> decoded = encode_decode(KvFormat::int8(Int8Scheme::q8_0, kRne), x, &bytes, &scales);
   EXPECT_EQ(scales, (std::vector<float>{1.0f, 0.0f}));
   EXPECT_EQ(static_cast<int8_t>(bytes[0]), -127);
   EXPECT_EQ(static_cast<int8_t>(bytes[1]), 64);
@@ -247,7 +239,7 @@ TEST(Int8Q80, AllZeroGroupNextToANonZeroGroup) {
     EXPECT_FALSE(std::isnan(decoded[i]));
     EXPECT_EQ(decoded[i], 0.0f);
   }
-  const Quantised zero = quantise(int8_format(Int8Scheme::q8_0, kAway), std::vector<float>(32, 0.0f));
+  const Quantised zero = quantise(KvFormat::int8(Int8Scheme::q8_0, kAway), std::vector<float>(32, 0.0f));
   EXPECT_EQ(zero.group.divisor_scale, 0.0f);
   EXPECT_EQ(zero.group.stored_scale, 0.0f);
   EXPECT_EQ(zero.codes, std::vector<int>(32, 0));
@@ -258,14 +250,14 @@ TEST(Int8Q80, GroupTooSmallForTheReciprocalIsAZeroGroup) {
   const std::vector<float> x = padded_f({1e-38f, -5e-39f, 3e-39f}, 32);
   ASSERT_TRUE(std::isinf(1.0f / (1e-38f / 127.0f)));
   for (const Rounding mode : {kRne, kAway}) {
-    const Quantised q = quantise(int8_format(Int8Scheme::q8_0, mode), x);
+    const Quantised q = quantise(KvFormat::int8(Int8Scheme::q8_0, mode), x);
     EXPECT_EQ(q.group.divisor_scale, 0.0f);
     EXPECT_EQ(q.group.stored_scale, 0.0f);
     EXPECT_EQ(q.codes, std::vector<int>(32, 0));
-    for (float v : encode_decode(int8_format(Int8Scheme::q8_0, mode), x)) EXPECT_EQ(v, 0.0f);
+    for (float v : encode_decode(KvFormat::int8(Int8Scheme::q8_0, mode), x)) EXPECT_EQ(v, 0.0f);
   }
   // Just above the limit (d = 2^-127 > 2^-128): a normal group.
-  const Quantised q = quantise(int8_format(Int8Scheme::q8_0, kRne), padded_f({127.0f * 0x1p-127f}, 32));
+  const Quantised q = quantise(KvFormat::int8(Int8Scheme::q8_0, kRne), padded_f({127.0f * 0x1p-127f}, 32));
   EXPECT_EQ(q.group.divisor_scale, 0x1p-127f);
   EXPECT_EQ(q.codes[0], 127);
 }
@@ -273,12 +265,12 @@ TEST(Int8Q80, GroupTooSmallForTheReciprocalIsAZeroGroup) {
 TEST(Int8Q80, ScaleIsStoredAsF16OfTheDivisor) {
   // amax = 100: d = fl32(100/127) = 0.78740157..., not a half value.
   const std::vector<float> x = padded_f({100.0f, -37.0f, 12.5f, 0.001f}, 32);
-  const Quantised q = quantise(int8_format(Int8Scheme::q8_0, kRne), x);
+  const Quantised q = quantise(KvFormat::int8(Int8Scheme::q8_0, kRne), x);
   EXPECT_EQ(q.group.divisor_scale, 100.0f / 127.0f);
   EXPECT_EQ(q.group.stored_scale, ringkv::round_to_f16(q.group.divisor_scale));
   EXPECT_NE(q.group.stored_scale, q.group.divisor_scale);
   std::vector<float> scales;
-  const std::vector<float> decoded = encode_decode(int8_format(Int8Scheme::q8_0, kRne), x, nullptr, &scales);
+  const std::vector<float> decoded = encode_decode(KvFormat::int8(Int8Scheme::q8_0, kRne), x, nullptr, &scales);
   EXPECT_EQ(scales, (std::vector<float>{q.group.stored_scale}));
   for (size_t i = 0; i < 32; ++i) {
     EXPECT_EQ(decoded[i], static_cast<float>(q.codes[i]) * q.group.stored_scale) << i;
@@ -307,7 +299,7 @@ TEST(Int8Q80, MultipliesByTheRoundedReciprocal) {
           const int by_reciprocal = independent_round(x * id, mode);
           if (by_division == by_reciprocal) continue;
           ++found;
-          const Quantised q = quantise(int8_format(Int8Scheme::q8_0, mode), padded_f({amax, x}, 32));
+          const Quantised q = quantise(KvFormat::int8(Int8Scheme::q8_0, mode), padded_f({amax, x}, 32));
           EXPECT_EQ(q.group.divisor_scale, d);
           EXPECT_EQ(q.codes[1], by_reciprocal) << "amax " << amax << " x " << x;
         }
@@ -319,10 +311,10 @@ TEST(Int8Q80, MultipliesByTheRoundedReciprocal) {
 
 TEST(Int8Q80, LargestFiniteF16Scale) {
   // d = 65504 is the largest half: stored exactly. d = 65519 rounds down to 65504.
-  const Quantised q = quantise(int8_format(Int8Scheme::q8_0, kRne), padded_f({127.0f * 65504.0f}, 32));
+  const Quantised q = quantise(KvFormat::int8(Int8Scheme::q8_0, kRne), padded_f({127.0f * 65504.0f}, 32));
   EXPECT_EQ(q.group.divisor_scale, 65504.0f);
   EXPECT_EQ(q.group.stored_scale, 65504.0f);
-  const Quantised q2 = quantise(int8_format(Int8Scheme::q8_0, kRne), padded_f({127.0f * 65519.0f}, 32));
+  const Quantised q2 = quantise(KvFormat::int8(Int8Scheme::q8_0, kRne), padded_f({127.0f * 65519.0f}, 32));
   EXPECT_EQ(q2.group.divisor_scale, 65519.0f);
   EXPECT_EQ(q2.group.stored_scale, 65504.0f);
 }
@@ -330,7 +322,7 @@ TEST(Int8Q80, LargestFiniteF16Scale) {
 TEST(Int8Q80, ScaleOverflowingF16IsStoredAsInfinity) {
   // amax = 127 * 70000 -> d = 70000 > 65504: f16(d) = +inf.
   const std::vector<float> x = padded_f({8890000.0f, -8890000.0f, 0.0f, 1e6f}, 32);
-  const Quantised q = quantise(int8_format(Int8Scheme::q8_0, kRne), x);
+  const Quantised q = quantise(KvFormat::int8(Int8Scheme::q8_0, kRne), x);
   EXPECT_EQ(q.group.divisor_scale, 70000.0f);
   EXPECT_EQ(q.group.stored_scale, std::numeric_limits<float>::infinity());
   EXPECT_EQ(q.codes[0], 127);
@@ -338,14 +330,14 @@ TEST(Int8Q80, ScaleOverflowingF16IsStoredAsInfinity) {
   EXPECT_EQ(q.codes[2], 0);
   EXPECT_EQ(q.codes[3], 14);  // 1e6 / 70000 = 14.29
   std::vector<float> scales;
-  const std::vector<float> decoded = encode_decode(int8_format(Int8Scheme::q8_0, kRne), x, nullptr, &scales);
+  const std::vector<float> decoded = encode_decode(KvFormat::int8(Int8Scheme::q8_0, kRne), x, nullptr, &scales);
   EXPECT_EQ(scales[0], std::numeric_limits<float>::infinity());
   EXPECT_EQ(decoded[0], std::numeric_limits<float>::infinity());
   EXPECT_EQ(decoded[1], -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(decoded[2]));  // 0 * inf
   EXPECT_EQ(decoded[3], std::numeric_limits<float>::infinity());
   // d = 65520 is the f16 midpoint to infinity: ties to even = infinity.
-  const Quantised q3 = quantise(int8_format(Int8Scheme::q8_0, kRne), padded_f({127.0f * 65520.0f}, 32));
+  const Quantised q3 = quantise(KvFormat::int8(Int8Scheme::q8_0, kRne), padded_f({127.0f * 65520.0f}, 32));
   EXPECT_EQ(q3.group.divisor_scale, 65520.0f);
   EXPECT_EQ(q3.group.stored_scale, std::numeric_limits<float>::infinity());
 }
@@ -355,35 +347,35 @@ TEST(Int8Q80, ScaleOverflowingF16IsStoredAsInfinity) {
 TEST(Int8Static, HalfScaleWithTiesAndClamp) {
   // s = 0.5, 1/s = 2 exactly: x * 2 = 2.5, -2.5, 1.5, 200, -200, 127.5, 127, 0.5, 128.
   const std::vector<float> x{1.25f, -1.25f, 0.75f, 100.0f, -100.0f, 63.75f, 63.5f, 0.25f, 64.0f};
-  const Quantised rne = quantise(int8_format(Int8Scheme::static_tensor, kRne, 0.5f), x);
+  const Quantised rne = quantise(KvFormat::int8(Int8Scheme::static_tensor, kRne, 0.5f), x);
   EXPECT_EQ(rne.group.divisor_scale, 0.5f);
   EXPECT_EQ(rne.group.stored_scale, 0.5f);
   EXPECT_EQ(rne.codes, (std::vector<int>{2, -2, 2, 127, -127, 127, 127, 0, 127}));
-  const Quantised away = quantise(int8_format(Int8Scheme::static_tensor, kAway, 0.5f), x);
+  const Quantised away = quantise(KvFormat::int8(Int8Scheme::static_tensor, kAway, 0.5f), x);
   EXPECT_EQ(away.codes, (std::vector<int>{3, -3, 2, 127, -127, 127, 127, 1, 127}));
 
   std::vector<float> scales;
-  EXPECT_EQ(encode_decode(int8_format(Int8Scheme::static_tensor, kRne, 0.5f), x, nullptr, &scales),
+  EXPECT_EQ(encode_decode(KvFormat::int8(Int8Scheme::static_tensor, kRne, 0.5f), x, nullptr, &scales),
             (std::vector<float>{1.0f, -1.0f, 1.0f, 63.5f, -63.5f, 63.5f, 63.5f, 0.0f, 63.5f}));
   EXPECT_TRUE(scales.empty());
-  EXPECT_EQ(encode_decode(int8_format(Int8Scheme::static_tensor, kAway, 0.5f), x),
+  EXPECT_EQ(encode_decode(KvFormat::int8(Int8Scheme::static_tensor, kAway, 0.5f), x),
             (std::vector<float>{1.5f, -1.5f, 1.0f, 63.5f, -63.5f, 63.5f, 63.5f, 0.5f, 63.5f}));
 }
 
 TEST(Int8Static, ClampBoundaryAt127AndAHalfSteps) {
   // s = 2: |x| > 127.5 * 2 = 255 clips to +-127; 253 -> 126.5 is a tie.
   const std::vector<float> x{253.0f, 255.0f, 256.0f, 1e9f, -1e9f, -255.0f, -253.0f};
-  EXPECT_EQ(quantise(int8_format(Int8Scheme::static_tensor, kRne, 2.0f), x).codes,
+  EXPECT_EQ(quantise(KvFormat::int8(Int8Scheme::static_tensor, kRne, 2.0f), x).codes,
             (std::vector<int>{126, 127, 127, 127, -127, -127, -126}));
-  EXPECT_EQ(quantise(int8_format(Int8Scheme::static_tensor, kAway, 2.0f), x).codes,
+  EXPECT_EQ(quantise(KvFormat::int8(Int8Scheme::static_tensor, kAway, 2.0f), x).codes,
             (std::vector<int>{127, 127, 127, 127, -127, -127, -127}));
 }
 
 TEST(Int8Static, AllZeroGroupKeepsTheConfiguredScale) {
-  const Quantised q = quantise(int8_format(Int8Scheme::static_tensor, kRne, 0.25f), {0.0f, -0.0f, 0.0f});
+  const Quantised q = quantise(KvFormat::int8(Int8Scheme::static_tensor, kRne, 0.25f), {0.0f, -0.0f, 0.0f});
   EXPECT_EQ(q.group.divisor_scale, 0.25f);
   EXPECT_EQ(q.codes, (std::vector<int>{0, 0, 0}));
-  for (float v : encode_decode(int8_format(Int8Scheme::static_tensor, kRne, 0.25f), {0.0f, -0.0f, 0.0f, 0.0f})) {
+  for (float v : encode_decode(KvFormat::int8(Int8Scheme::static_tensor, kRne, 0.25f), {0.0f, -0.0f, 0.0f, 0.0f})) {
     EXPECT_EQ(v, 0.0f);
   }
 }
@@ -401,7 +393,7 @@ TEST(Int8Static, MultipliesByTheRoundedReciprocal) {
           const int by_reciprocal = independent_round(x * inv, mode);
           if (by_division == by_reciprocal) continue;
           ++found;
-          EXPECT_EQ(quantise(int8_format(Int8Scheme::static_tensor, mode, s), {x}).codes[0], by_reciprocal)
+          EXPECT_EQ(quantise(KvFormat::int8(Int8Scheme::static_tensor, mode, s), {x}).codes[0], by_reciprocal)
               << "s " << s << " x " << x;
         }
       }
@@ -472,7 +464,7 @@ TEST(Int8ElementBound, HoldsForRandomGroupsOfEveryScheme) {
     // Magnitudes from tiny (but normal scales) to large (q8_0 kept below f16 overflow).
     for (const float magnitude : {1e-30f, 1e-6f, 1e-3f, 0.37f, 1.0f, 3.0f, 1000.0f, 1e6f}) {
       for (const Int8Scheme scheme : {Int8Scheme::per_head, Int8Scheme::q8_0}) {
-        const KvFormat f = int8_format(scheme, mode);
+        const KvFormat f = KvFormat::int8(scheme, mode);
         BoundCheck result;
         for (int trial = 0; trial < 200; ++trial) {
           std::vector<float> x(64);
@@ -491,7 +483,7 @@ TEST(Int8ElementBound, HoldsForRandomGroupsOfEveryScheme) {
       }
     }
     for (const float scale : {0.01f, 0.3f, 1.0f, 3.7f, 250.0f}) {
-      const KvFormat f = int8_format(Int8Scheme::static_tensor, mode, scale);
+      const KvFormat f = KvFormat::int8(Int8Scheme::static_tensor, mode, scale);
       BoundCheck result;
       for (int trial = 0; trial < 200; ++trial) {
         std::vector<float> x(64);
@@ -511,7 +503,7 @@ TEST(Int8ElementBound, HoldsWhenThePerHeadScaleIsSubnormal) {
   // = fl32(1.496 * 2^-149) = 2^-149, so x / s = 190 clamps to code 127 and
   // x̂ = 127 * 2^-149: |x - x̂| = 63 * 2^-149, far above half a step.
   for (const Rounding mode : {kRne, kAway}) {
-    const KvFormat f = int8_format(Int8Scheme::per_head, mode);
+    const KvFormat f = KvFormat::int8(Int8Scheme::per_head, mode);
     const float x0 = 190.0f * std::numeric_limits<float>::denorm_min();
     BoundCheck result;
     check_bound_on_group(f, {x0, 0.0f, -x0 * 0.5f, 0.0f}, result);
@@ -527,7 +519,7 @@ TEST(Int8ElementBound, HalfAStepAloneIsNotEnoughForQ80) {
   const float d = amax / 127.0f;
   const float x1 = 126.45f * d;
   const std::vector<float> x = padded_f({amax, x1}, 32);
-  const KvFormat f = int8_format(Int8Scheme::q8_0, kRne);
+  const KvFormat f = KvFormat::int8(Int8Scheme::q8_0, kRne);
   std::vector<int8_t> codes(32);
   const Int8Group g = ringkv::int8_quantise_group(f, x.data(), 32, codes.data());
   ASSERT_EQ(g.divisor_scale, d);
@@ -540,13 +532,13 @@ TEST(Int8ElementBound, HalfAStepAloneIsNotEnoughForQ80) {
 }
 
 TEST(Int8ElementBound, StaticClipTermAndZeroGroup) {
-  const KvFormat f = int8_format(Int8Scheme::static_tensor, kRne, 0.5f);
+  const KvFormat f = KvFormat::int8(Int8Scheme::static_tensor, kRne, 0.5f);
   const Int8Group g{0.5f, 0.5f};
   // |x| = 100 > 127.5 * 0.5: x̂ = 63.5, err = 36.5 = clip (36.25) + s/2 (0.25).
   EXPECT_GE(ringkv::int8_element_bound(f, 100.0f, g), 36.5);
   EXPECT_LT(ringkv::int8_element_bound(f, 100.0f, g), 36.5 + 1e-3);
   EXPECT_LT(ringkv::int8_element_bound(f, 10.0f, g), 0.26);
-  const KvFormat ph = int8_format(Int8Scheme::per_head, kRne);
+  const KvFormat ph = KvFormat::int8(Int8Scheme::per_head, kRne);
   EXPECT_EQ(ringkv::int8_element_bound(ph, -3.0f, Int8Group{0.0f, 0.0f}), 3.0);
 }
 
@@ -570,9 +562,9 @@ std::vector<KvFormat> every_format() {
   e5.scale = 2.0f;
   fs.push_back(e5);
   for (const Rounding r : {kRne, kAway}) {
-    fs.push_back(int8_format(Int8Scheme::per_head, r));
-    fs.push_back(int8_format(Int8Scheme::q8_0, r));
-    fs.push_back(int8_format(Int8Scheme::static_tensor, r, 0.05f));
+    fs.push_back(KvFormat::int8(Int8Scheme::per_head, r));
+    fs.push_back(KvFormat::int8(Int8Scheme::q8_0, r));
+    fs.push_back(KvFormat::int8(Int8Scheme::static_tensor, r, 0.05f));
   }
   return fs;
 }
@@ -662,12 +654,12 @@ TEST(Rows, ScalesPerRowBytesPerElementAndGroupSize) {
   EXPECT_EQ(ringkv::int8_group_size(Int8Scheme::q8_0, 96), 32);
   EXPECT_EQ(ringkv::int8_group_size(Int8Scheme::static_tensor, 96), 96);
 
-  EXPECT_EQ(ringkv::scales_per_row(int8_format(Int8Scheme::per_head, kRne), 64), 1);
-  EXPECT_EQ(ringkv::scales_per_row(int8_format(Int8Scheme::per_head, kRne), 7), 1);
-  EXPECT_EQ(ringkv::scales_per_row(int8_format(Int8Scheme::q8_0, kRne), 32), 1);
-  EXPECT_EQ(ringkv::scales_per_row(int8_format(Int8Scheme::q8_0, kAway), 64), 2);
-  EXPECT_EQ(ringkv::scales_per_row(int8_format(Int8Scheme::q8_0, kRne), 1024), 32);
-  EXPECT_EQ(ringkv::scales_per_row(int8_format(Int8Scheme::static_tensor, kRne, 0.5f), 64), 0);
+  EXPECT_EQ(ringkv::scales_per_row(KvFormat::int8(Int8Scheme::per_head, kRne), 64), 1);
+  EXPECT_EQ(ringkv::scales_per_row(KvFormat::int8(Int8Scheme::per_head, kRne), 7), 1);
+  EXPECT_EQ(ringkv::scales_per_row(KvFormat::int8(Int8Scheme::q8_0, kRne), 32), 1);
+  EXPECT_EQ(ringkv::scales_per_row(KvFormat::int8(Int8Scheme::q8_0, kAway), 64), 2);
+  EXPECT_EQ(ringkv::scales_per_row(KvFormat::int8(Int8Scheme::q8_0, kRne), 1024), 32);
+  EXPECT_EQ(ringkv::scales_per_row(KvFormat::int8(Int8Scheme::static_tensor, kRne, 0.5f), 64), 0);
   for (const DType d : {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2}) {
     KvFormat f;
     f.dtype = d;

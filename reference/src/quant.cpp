@@ -163,6 +163,18 @@ int scales_per_row(const KvFormat& f, int head_dim) {
   return head_dim / int8_group_size(f.int8_scheme, head_dim);
 }
 
+Precision precision_of(DType d) {
+  switch (d) {
+    case DType::f32: return Precision::f32;
+    case DType::f16: return Precision::f16;
+    case DType::bf16: return Precision::bf16;
+    case DType::fp8_e4m3: return Precision::fp8_e4m3;
+    case DType::fp8_e5m2: return Precision::fp8_e5m2;
+    case DType::int8: return Precision::int8;
+  }
+  return Precision::f32;
+}
+
 int bytes_per_element(DType d) {
   switch (d) {
     case DType::f32: return 4;

@@ -12,17 +12,6 @@
 namespace ringkv {
 namespace {
 
-Precision storage_precision(DType d) {
-  switch (d) {
-    case DType::f32: return Precision::f32;
-    case DType::f16: return Precision::f16;
-    case DType::bf16: return Precision::bf16;
-    case DType::fp8_e4m3: return Precision::fp8_e4m3;
-    case DType::fp8_e5m2: return Precision::fp8_e5m2;
-    case DType::int8: return Precision::int8;
-  }
-  return Precision::f32;
-}
 
 [[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
   throw StepError(field + " = " + value + ": " + rule);
@@ -87,8 +76,8 @@ EngineInfo ReferenceEngine::info() const { return EngineInfo{engine_name(), prec
 PrecisionProfile ReferenceEngine::precision() const {
   PrecisionProfile p;
   p.q_dot = Precision::f32;
-  p.k_storage = storage_precision(config_.k_format.dtype);
-  p.v_storage = storage_precision(config_.v_format.dtype);
+  p.k_storage = precision_of(config_.k_format.dtype);
+  p.v_storage = precision_of(config_.v_format.dtype);
   p.accumulator = Precision::f32;
   p.p_before_pv = Precision::f32;
   p.output = Precision::f32;

@@ -48,6 +48,13 @@ struct KvFormat {
   Rounding rounding = Rounding::nearest_even;     ///< only for dtype int8
   float scale = 1.0f;  ///< per-tensor scale for fp8 and for int8 static_tensor; > 0 and finite
 
+  /// A float format (f32, f16, bf16, or fp8 with its per-tensor scale).
+  static KvFormat of(DType dtype, float scale = 1.0f) { return KvFormat{dtype, Int8Scheme::per_head, Rounding::nearest_even, scale}; }
+  /// An INT8 format.
+  static KvFormat int8(Int8Scheme scheme, Rounding rounding, float scale = 1.0f) {
+    return KvFormat{DType::int8, scheme, rounding, scale};
+  }
+
   bool operator==(const KvFormat&) const = default;
 };
 

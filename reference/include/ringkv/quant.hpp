@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ringkv/config.hpp"
+#include "ringkv/precision.hpp"
 
 namespace ringkv {
 
@@ -32,6 +33,8 @@ int8_t int8_round_clamp(float r, Rounding mode);
 int int8_group_size(Int8Scheme scheme, int head_dim);
 /// INT8 scales stored per (token, kv head) row: D/G for per_head and q8_0, 0 for static_tensor.
 int scales_per_row(const KvFormat& format, int head_dim);
+/// The precision a storage dtype is (for precision profiles).
+Precision precision_of(DType dtype);
 /// Bytes per stored element of a format (4, 2, 2, 1, 1, 1).
 int bytes_per_element(DType dtype);
 

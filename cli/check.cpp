@@ -1,0 +1,375 @@
+#include "check.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/golden.hpp"
+#include "property_runner.hpp"
+#include "ringkv/reference_engine.hpp"
+#include "support/config_json.hpp"
+#ifdef RINGKV_HAVE_ABI
+#include "plugin_engine.hpp"
+#endif
+
+namespace ringkv::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+using golden::ManifestEntry;
+
+std::vector<ManifestEntry> read_manifest(const std::string& dir) {
+  if (!fs::exists(fs::path(dir) / "manifest.json")) {
+    throw InputError("no golden set at " + dir + ": " + (fs::path(dir) / "manifest.json").string() +
+                     " does not exist (regenerate it with `ringkv golden generate --out " + dir + "`)");
+  }
+  std::vector<ManifestEntry> m;
+  try {
+    m = golden::read_manifest(dir);
+  } catch (const std::exception& e) {
+    throw InputError(e.what());
+  }
+  for (ManifestEntry& e : m) {
+    if (fs::path(e.file).is_relative()) e.file = (fs::path(dir) / e.file).string();
+  }
+  return m;
+}
+
+std::vector<std::regex> read_xfail(const std::string& file) {
+  std::vector<std::regex> out;
+  if (file.empty()) return out;
+  std::ifstream in(file);
+  if (!in) throw InputError("--xfail " + file + ": cannot open the file");
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line = line.substr(0, hash);
+    line.erase(0, line.find_first_not_of(" \t"));
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (line.empty()) continue;
+    try {
+      out.emplace_back(line);
+    } catch (const std::regex_error& e) {
+      throw InputError("--xfail " + file + ":" + std::to_string(n) + ": bad regex \"" + line + "\": " + e.what());
+    }
+  }
+  return out;
+}
+
+std::regex make_regex(const std::string& text, const char* option) {
+  try {
+    return std::regex(text);
+  } catch (const std::regex_error& e) {
+    throw InputError(std::string(option) + " \"" + text + "\": bad regex: " + e.what());
+  }
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+struct CaseResult {
+  std::string engine, name, id;
+  std::vector<std::string> classes;
+  enum class Status { passed, failed, skipped, xfail, xpass } status = Status::passed;
+  double worst_ratio = 0;
+  int64_t outputs = 0;
+  std::string detail;  // failure or skip reason
+  std::string reproduce;
+};
+
+const char* status_name(CaseResult::Status s) {
+  switch (s) {
+    case CaseResult::Status::passed: return "passed";
+    case CaseResult::Status::failed: return "failed";
+    case CaseResult::Status::skipped: return "skipped";
+    case CaseResult::Status::xfail: return "xfail";
+    case CaseResult::Status::xpass: return "xpass";
+  }
+  return "?";
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+
+struct EngineUnderTest {
+  std::string label;  // as given on the command line
+  EngineFactory factory;
+  bool external_outputs = false;
+};
+
+EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
+  if (spec == "reference") return {spec, reference_engine_factory()};
+  if (spec == "cuda") {
+    throw InputError("--engine cuda: this ringkv has no CUDA engine yet (it comes with the CUDA engine issue)");
+  }
+  if (spec.find('/') != std::string::npos || spec.ends_with(".so")) {
+#ifdef RINGKV_HAVE_ABI
+    abi::PluginOptions po;
+    po.timeout_ms = opt.timeout_ms;
+    return {spec, abi::plugin_engine_factory(spec, po)};
+#else
+    (void)opt;
+    throw InputError("--engine " + spec + ": this ringkv was built without plugin support");
+#endif
+  }
+  throw InputError("--engine \"" + spec + "\": must be reference, cuda, or the path of a plugin .so");
+}
+
+}  // namespace
+
+std::string describe_golden(const std::string& dir, const std::string& name_or_path) {
+  std::string path = name_or_path;
+  if (!fs::exists(path)) {
+    for (const ManifestEntry& e : read_manifest(dir)) {
+      if (e.name == name_or_path || e.id == name_or_path) path = e.file;
+    }
+  }
+  if (!fs::exists(path)) throw InputError("golden describe: no case named \"" + name_or_path + "\" in " + dir);
+  const golden::GoldenCase g = golden::read_golden(path);
+  std::ostringstream os;
+  os << "name: " << g.name << "\nclasses:";
+  for (const std::string& c : g.classes) os << " " << c;
+  os << "\n" << g.c.describe();
+  return os.str();
+}
+
+int run_check(const CheckOptions& opt) {
+  const bool progress = !opt.quiet;
+  const std::regex keep = make_regex(opt.filter.empty() ? ".*" : opt.filter, "--filter");
+  const std::regex drop = make_regex(opt.exclude.empty() ? "$^" : opt.exclude, "--exclude");
+  const std::vector<std::regex> xfails = read_xfail(opt.xfail_file);
+  std::vector<ManifestEntry> manifest = read_manifest(opt.golden_dir);
+  std::vector<ManifestEntry> selected;
+  for (const ManifestEntry& e : manifest) {
+    std::string key = e.name + " " + e.id;
+    for (const std::string& c : e.classes) key += " " + c;
+    if (std::regex_search(key, keep) && !std::regex_search(key, drop)) selected.push_back(e);
+  }
+  if (selected.empty()) throw InputError("no golden case matches --filter/--exclude in " + opt.golden_dir);
+
+  PrecisionProfile external_profile;  // f32 everywhere, f64 RoPE
+  if (!opt.profile_file.empty()) {
+    std::ifstream in(opt.profile_file);
+    if (!in) throw InputError("--profile " + opt.profile_file + ": cannot open the file");
+    try {
+      json j;
+      in >> j;
+      external_profile = conformance::profile_from_json(j);
+    } catch (const std::exception& e) {
+      throw InputError("--profile " + opt.profile_file + ": " + e.what());
+    }
+  }
+  std::vector<EngineUnderTest> engines;
+  if (!opt.outputs_dir.empty()) {
+    if (!opt.engines.empty() || opt.properties) throw InputError("--outputs cannot be combined with --engine or --properties");
+    engines.push_back({"outputs:" + opt.outputs_dir, {}, true});
+  } else if (opt.engines.empty()) {
+    engines.push_back(make_engine("reference", opt));  // every built-in engine available here
+  } else {
+    for (const std::string& e : opt.engines) engines.push_back(make_engine(e, opt));
+  }
+
+  std::vector<CaseResult> results;
+  std::vector<std::pair<std::string, PropertyOutcome>> props;
+  bool failed = false;
+  std::vector<std::string> reasons;
+  for (const EngineUnderTest& eng : engines) {
+    size_t done = 0;
+    for (const ManifestEntry& e : selected) {
+      ++done;
+      if (progress) std::cerr << "[" << eng.label << " " << done << "/" << selected.size() << "] " << e.name << std::endl;
+      CaseResult r;
+      r.engine = eng.label;
+      r.name = e.name;
+      r.id = e.id;
+      r.classes = e.classes;
+      r.reproduce = "ringkv check " + (eng.external_outputs ? "--outputs " + shell_quote(opt.outputs_dir)
+                                                            : "--engine " + shell_quote(eng.label)) +
+                    " --golden " + shell_quote(opt.golden_dir) + " --filter " + shell_quote("^" + e.name + " ");
+      bool expect_fail = false;
+      for (const std::regex& x : xfails) expect_fail = expect_fail || std::regex_search(e.name, x) || std::regex_search(e.id, x);
+      golden::GoldenOutcome o;
+      try {
+        const golden::GoldenCase g = golden::read_golden(e.file);
+        if (eng.external_outputs) {
+          const fs::path out = fs::path(opt.outputs_dir) / (e.name + ".safetensors");
+          if (!fs::exists(out)) {
+            o.passed = false;
+            o.failure = "no outputs file " + out.string();
+          } else {
+            o = golden::check_golden_outputs(g, out.string(), external_profile);
+          }
+        } else {
+          o = golden::check_golden(eng.factory, g);
+        }
+      } catch (const std::exception& ex) {
+        o.passed = false;
+        o.skipped = false;
+        o.failure = ex.what();
+      }
+      r.worst_ratio = o.worst_ratio;
+      r.outputs = o.outputs_checked;
+      if (o.skipped) {
+        r.status = CaseResult::Status::skipped;
+        r.detail = o.skip_reason;
+      } else if (o.passed) {
+        r.status = expect_fail ? CaseResult::Status::xpass : CaseResult::Status::passed;
+        if (expect_fail) r.detail = "passed but is listed in --xfail";
+      } else {
+        r.status = expect_fail ? CaseResult::Status::xfail : CaseResult::Status::failed;
+        r.detail = o.failure;
+      }
+      if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) failed = true;
+      results.push_back(r);
+    }
+    if (opt.properties) {
+      for (const PropertyOutcome& p : run_properties(eng.factory, opt.cases, opt.seed, opt.filter, opt.exclude, progress)) {
+        if (!p.passed) failed = true;
+        props.emplace_back(eng.label, p);
+      }
+    }
+  }
+
+  // ---- report: a table per boundary class ----
+  for (const EngineUnderTest& eng : engines) {
+    struct Row { int passed = 0, failed = 0, xfail = 0, skipped = 0; double worst = 0; };
+    std::map<std::string, Row> rows;
+    for (const CaseResult& r : results) {
+      if (r.engine != eng.label) continue;
+      for (const std::string& c : r.classes) {
+        Row& row = rows[c];
+        switch (r.status) {
+          case CaseResult::Status::passed: ++row.passed; break;
+          case CaseResult::Status::failed:
+          case CaseResult::Status::xpass: ++row.failed; break;
+          case CaseResult::Status::xfail: ++row.xfail; break;
+          case CaseResult::Status::skipped: ++row.skipped; break;
+        }
+        if (r.status != CaseResult::Status::skipped) row.worst = std::max(row.worst, r.worst_ratio);
+      }
+    }
+    std::printf("\nringkv check: engine %s, %zu golden cases from %s\n", eng.label.c_str(), selected.size(),
+                opt.golden_dir.c_str());
+    std::printf("%-22s %7s %7s %6s %8s %12s\n", "boundary class", "passed", "failed", "xfail", "skipped", "worst/tol");
+    int uncovered = 0;
+    std::vector<std::string> uncovered_names;
+    for (const auto& [cls, row] : rows) {
+      std::printf("%-22s %7d %7d %6d %8d %12.3g\n", cls.c_str(), row.passed, row.failed, row.xfail, row.skipped, row.worst);
+      if (row.passed + row.failed + row.xfail == 0) {
+        ++uncovered;
+        uncovered_names.push_back(cls);
+      }
+    }
+    const double frac = rows.empty() ? 0.0 : static_cast<double>(uncovered) / static_cast<double>(rows.size());
+    if (frac > opt.max_skipped_classes) {
+      failed = true;
+      std::string list;
+      for (const std::string& n : uncovered_names) list += " " + n;
+      reasons.push_back("engine " + eng.label + ": " + std::to_string(uncovered) + " of " + std::to_string(rows.size()) +
+                        " boundary classes were never tested (every case skipped as unsupported), more than "
+                        "--max-skipped-classes " + std::to_string(opt.max_skipped_classes) + ":" + list);
+    }
+  }
+  int n_fail = 0;
+  for (const CaseResult& r : results) {
+    if (r.status != CaseResult::Status::failed && r.status != CaseResult::Status::xpass) continue;
+    ++n_fail;
+    std::printf("\nFAILED %s [%s] on engine %s\n  case: %s\n  classes:", r.name.c_str(), status_name(r.status),
+                r.engine.c_str(), r.id.c_str());
+    for (const std::string& c : r.classes) std::printf(" %s", c.c_str());
+    std::printf("\n  %s\n  reproduce: %s\n", r.detail.c_str(), r.reproduce.c_str());
+  }
+  for (const auto& [eng, p] : props) {
+    std::printf("property %-22s %s%s\n", p.name.c_str(), p.passed ? "passed" : "FAILED",
+                p.cases_run ? "" : " (skipped)");
+    if (!p.passed) {
+      std::printf("%s\n  reproduce: ringkv check --engine %s --properties --cases %d --seed %llu --filter '^%s$'\n",
+                  p.report.c_str(), shell_quote(eng).c_str(), opt.cases, static_cast<unsigned long long>(opt.seed),
+                  p.name.c_str());
+    }
+  }
+  for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
+  int passed = 0, skipped = 0, xf = 0;
+  for (const CaseResult& r : results) {
+    passed += r.status == CaseResult::Status::passed;
+    skipped += r.status == CaseResult::Status::skipped;
+    xf += r.status == CaseResult::Status::xfail;
+  }
+  std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases", failed ? "FAILED" : "PASSED", passed,
+              n_fail, xf, skipped);
+  if (opt.properties) {
+    int pf = 0;
+    for (const auto& pr : props) pf += pr.second.passed ? 0 : 1;
+    std::printf("; %zu properties, %d failed", props.size(), pf);
+  }
+  std::printf("\n");
+
+  // ---- machine-readable reports ----
+  if (!opt.json_file.empty()) {
+    json j;
+    j["passed"] = !failed;
+    j["reasons"] = reasons;
+    for (const CaseResult& r : results) {
+      j["cases"].push_back({{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
+                            {"status", status_name(r.status)}, {"worst_ratio", r.worst_ratio},
+                            {"outputs_checked", r.outputs}, {"detail", r.detail}, {"reproduce", r.reproduce}});
+    }
+    for (const auto& [eng, p] : props) {
+      j["properties"].push_back({{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"report", p.report}});
+    }
+    std::ofstream(opt.json_file) << j.dump(2) << "\n";
+  }
+  if (!opt.junit_file.empty()) {
+    std::ofstream x(opt.junit_file);
+    x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ringkv check\">\n";
+    for (const EngineUnderTest& eng : engines) {
+      x << "  <testsuite name=\"" << xml_escape(eng.label) << "\">\n";
+      for (const CaseResult& r : results) {
+        if (r.engine != eng.label) continue;
+        x << "    <testcase classname=\"golden\" name=\"" << xml_escape(r.name) << "\">";
+        if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) {
+          x << "<failure message=\"" << xml_escape(r.detail) << "\">" << xml_escape(r.reproduce) << "</failure>";
+        } else if (r.status == CaseResult::Status::skipped || r.status == CaseResult::Status::xfail) {
+          x << "<skipped message=\"" << xml_escape(status_name(r.status) + std::string(": ") + r.detail) << "\"/>";
+        }
+        x << "</testcase>\n";
+      }
+      for (const auto& [e, p] : props) {
+        if (e != eng.label) continue;
+        x << "    <testcase classname=\"property\" name=\"" << xml_escape(p.name) << "\">";
+        if (!p.passed) x << "<failure message=\"property failed\">" << xml_escape(p.report) << "</failure>";
+        x << "</testcase>\n";
+      }
+      x << "  </testsuite>\n";
+    }
+    x << "</testsuites>\n";
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace ringkv::cli

@@ -1,0 +1,37 @@
+// ringkv CLI: `ringkv check`, the main job.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ringkv::cli {
+
+/// Bad arguments or unreadable input (exit code 2).
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CheckOptions {
+  std::vector<std::string> engines;  ///< empty: every built-in engine
+  std::string golden_dir;
+  bool properties = false;
+  int cases = 100;
+  uint64_t seed = 1;
+  std::string filter, exclude, xfail_file;
+  double max_skipped_classes = 0.25;
+  std::string outputs_dir, profile_file;
+  int timeout_ms = 60000;
+  std::string junit_file, json_file;
+  bool quiet = false;
+};
+
+/// Runs the check; returns the exit code (0 passed, 1 failed).
+int run_check(const CheckOptions& options);
+
+/// `ringkv golden describe`: config, schedule and classes of one case.
+std::string describe_golden(const std::string& golden_dir, const std::string& name_or_path);
+
+}  // namespace ringkv::cli

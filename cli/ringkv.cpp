@@ -1,0 +1,163 @@
+// ringkv: the command-line tool.
+//
+//   ringkv check [--engine reference|cuda|PATH.so] [--golden DIR] [--properties [--cases N]] ...
+//   ringkv check --outputs DIR [--profile FILE]      (engines that wrote their outputs to files)
+//   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE
+//   ringkv memory --layers L --kv-heads H --head-dim D --dtype f16 [--window W] ...
+//
+// Exit codes: 0 all passed, 1 a check failed, 2 bad arguments or unreadable input.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "check.hpp"
+#include "golden/golden.hpp"
+#include "memory.hpp"
+#include "ringkv/error.hpp"
+#include "support/config_json.hpp"
+
+#ifndef RINGKV_DEFAULT_GOLDEN_DIR
+#define RINGKV_DEFAULT_GOLDEN_DIR "golden"
+#endif
+
+namespace {
+
+using namespace ringkv;
+using namespace ringkv::cli;
+
+DType parse_dtype(const std::string& s) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    if (s == to_string(d)) return d;
+  }
+  throw CLI::ValidationError("--dtype", "\"" + s + "\" is not one of f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringkv: the reference and conformance suite for sliding-window attention with a ring KV cache.\n"
+               "With no subcommand it runs `ringkv check`: every built-in engine against the committed goldens."};
+  app.require_subcommand(0, 1);
+
+  // ---- check ----
+  CheckOptions chk;
+  chk.golden_dir = RINGKV_DEFAULT_GOLDEN_DIR;
+  CLI::App* check = app.add_subcommand("check", "Check an engine against the golden cases (and, with --properties, the "
+                                                "RapidCheck properties with shrinking)");
+  check->add_option("--engine", chk.engines,
+                    "Engine to check: 'reference', 'cuda', or the path of a plugin shared library (C ABI, "
+                    "docs/engine-abi.md). Repeatable. Default: every built-in engine available here");
+  check->add_option("--golden", chk.golden_dir, "Folder holding manifest.json and cases/ (default: the committed set)");
+  check->add_flag("--properties", chk.properties, "Also run the 12 RapidCheck properties against the engine");
+  check->add_option("--cases", chk.cases, "Cases per property with --properties (default 100)")->check(CLI::Range(1, 1000000));
+  check->add_option("--seed", chk.seed, "RapidCheck seed for --properties (default 1; a failure prints it)");
+  check->add_option("--filter", chk.filter, "Only golden cases (name, id or class) and properties matching this regex");
+  check->add_option("--exclude", chk.exclude, "Skip golden cases and properties matching this regex");
+  check->add_option("--xfail", chk.xfail_file,
+                    "File of regexes (one per line, # comments) naming cases expected to fail: they are reported as "
+                    "xfail, and an unexpected pass fails the run");
+  check->add_option("--max-skipped-classes", chk.max_skipped_classes,
+                    "Fail if more than this fraction of the boundary classes had every case skipped as unsupported "
+                    "(default 0.25)")
+      ->check(CLI::Range(0.0, 1.0));
+  check->add_option("--outputs", chk.outputs_dir,
+                    "Check outputs an external engine wrote (one <case>.safetensors per golden case, "
+                    "docs/golden-format.md) instead of running an engine");
+  check->add_option("--profile", chk.profile_file,
+                    "With --outputs: JSON file with the external engine's precision profile (default: f32 everywhere, "
+                    "f64 RoPE angle)");
+  check->add_option("--timeout-ms", chk.timeout_ms, "Plugins: per-call timeout in milliseconds (default 60000)");
+  check->add_option("--junit", chk.junit_file, "Write a JUnit XML report");
+  check->add_option("--json", chk.json_file, "Write a JSON report");
+  check->add_flag("--quiet", chk.quiet, "No progress on stderr");
+
+  // ---- golden ----
+  CLI::App* golden_cmd = app.add_subcommand("golden", "Generate, verify or describe the golden cases");
+  golden_cmd->require_subcommand(1);
+  std::string gen_out = RINGKV_DEFAULT_GOLDEN_DIR, verify_dir = RINGKV_DEFAULT_GOLDEN_DIR, describe_case;
+  CLI::App* gen = golden_cmd->add_subcommand("generate", "Regenerate every golden case (byte-for-byte on the same toolchain)");
+  gen->add_option("--out", gen_out, "Output folder (default: the committed golden/)");
+  CLI::App* ver = golden_cmd->add_subcommand("verify", "Check the manifest's hashes and regenerate every case in memory");
+  ver->add_option("dir", verify_dir, "Golden folder (default: the committed golden/)");
+  CLI::App* des = golden_cmd->add_subcommand("describe", "Print a case's config, schedule and classes");
+  des->add_option("case", describe_case, "Case name (as in manifest.json) or path of a .safetensors file")->required();
+  des->add_option("--golden", verify_dir, "Golden folder (default: the committed golden/)");
+
+  // ---- memory ----
+  MemoryQuery mem;
+  std::string mem_dtype = "f16", mem_scheme = "per_head";
+  CLI::App* memory = app.add_subcommand("memory", "The KV-cache memory formula: full cache against ring cache");
+  memory->add_option("--layers", mem.layers, "Layers")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  memory->add_option("--kv-heads", mem.kv_heads, "KV heads")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  memory->add_option("--q-heads", mem.q_heads, "Query heads: also show the MHA cache (kv heads = q heads)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  memory->add_option("--head-dim", mem.head_dim, "Head dim")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  memory->add_option("--dtype", mem_dtype, "KV dtype: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8 (default f16)");
+  memory->add_option("--int8-scheme", mem_scheme, "With --dtype int8: per_head, q8_0 or static (default per_head)");
+  memory->add_option("--window", mem.window, "Sliding window W (adds the ring cache column)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  memory->add_option("--sinks", mem.sinks, "Sink tokens S")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  memory->add_option("--context", mem.contexts, "Context lengths (repeatable; default 4096 32768 131072)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  memory->add_option("--batch", mem.batch, "Sequences")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  try {
+    if (memory->parsed()) {
+      mem.dtype = parse_dtype(mem_dtype);
+      if (mem_scheme == "per_head") mem.int8_scheme = Int8Scheme::per_head;
+      else if (mem_scheme == "q8_0") mem.int8_scheme = Int8Scheme::q8_0;
+      else if (mem_scheme == "static") mem.int8_scheme = Int8Scheme::static_tensor;
+      else throw CLI::ValidationError("--int8-scheme", "\"" + mem_scheme + "\" is not one of per_head, q8_0, static");
+      if (mem.dtype == DType::int8 && mem.int8_scheme == Int8Scheme::q8_0 && mem.head_dim % 32 != 0) {
+        throw CLI::ValidationError("--head-dim", "q8_0 needs head_dim divisible by 32");
+      }
+      std::cout << memory_report(mem);
+      return 0;
+    }
+    if (golden_cmd->parsed()) {
+      if (gen->parsed()) {
+        golden::generate_golden_set(gen_out, [](const std::string& name, size_t bytes) {
+          std::cerr << "  " << name << " (" << bytes << " bytes)" << std::endl;
+        });
+        std::cout << "wrote the golden set to " << gen_out << "\n";
+        return 0;
+      }
+      if (ver->parsed()) {
+        const std::vector<std::string> problems = golden::verify_golden_set(verify_dir);
+        for (const std::string& p : problems) std::cout << "MISMATCH " << p << "\n";
+        std::cout << (problems.empty() ? "golden set verified: " : "golden set does not verify: ") << verify_dir << "\n";
+        return problems.empty() ? 0 : 1;
+      }
+      std::cout << describe_golden(verify_dir, describe_case);
+      return 0;
+    }
+    return run_check(chk);
+  } catch (const CLI::ValidationError& e) {
+    std::cerr << "ringkv: " << e.what() << "\n";
+    return 2;
+  } catch (const InputError& e) {
+    std::cerr << "ringkv: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ringkv: " << e.what() << "\n";
+    return 2;
+  }
+}

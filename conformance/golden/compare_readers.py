@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""CI check: the numpy-only reader and the `safetensors` package read every committed golden
+case identically (names, dtypes, shapes, bytes, metadata), the files match the manifest's
+sha256, the layouts match the case JSON, and the numpy port of the bound (golden_bound.py)
+agrees with the C++ output_bound() (via `ringkv_golden_tool bounds`).
+
+usage: compare_readers.py GOLDEN_DIR EXAMPLES_DIR [RINGKV_GOLDEN_TOOL]"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+golden_dir, examples = sys.argv[1], sys.argv[2]
+tool = sys.argv[3] if len(sys.argv) > 3 else None
+sys.path.insert(0, examples)
+import golden_bound  # noqa: E402
+import read_golden_numpy  # noqa: E402
+import read_golden_safetensors  # noqa: E402
+
+F16_ENGINE = dict(golden_bound.REFERENCE_PROFILE, q_dot="f16", p_before_pv="f16", output="f16")
+
+
+def profile_json(p, cfg):
+    q = dict(p)
+    q["k_storage"] = q["k_storage"] or cfg["k_format"]["dtype"]
+    q["v_storage"] = q["v_storage"] or cfg["v_format"]["dtype"]
+    return json.dumps(q)
+
+
+manifest = json.load(open(os.path.join(golden_dir, "manifest.json")))
+assert manifest["format"] == "ringkv-golden-manifest", manifest["format"]
+failures, tensors_compared, bounds_compared = [], 0, 0
+for entry in manifest["cases"]:
+    path = os.path.join(golden_dir, entry["file"])
+    name = entry["name"]
+    try:
+        data = open(path, "rb").read()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"], "sha256 differs from the manifest"
+        assert len(data) == entry["bytes"], "size differs from the manifest"
+        meta_n, t_n = read_golden_numpy.read(path)
+        meta_s, t_s = read_golden_safetensors.read(path)
+        assert meta_n == meta_s, "metadata differ"
+        assert meta_n["format"] == "ringkv-golden" and meta_n["golden_format_version"] == "1"
+        assert meta_n["id"] == entry["id"] and meta_n["name"] == name
+        assert json.loads(meta_n["classes"]) == entry["classes"]
+        assert sorted(t_n) == sorted(t_s), f"tensor names differ: {sorted(t_n)} vs {sorted(t_s)}"
+        for k in t_n:
+            a, b = t_n[k], t_s[k]
+            assert a.dtype == b.dtype, f"{k}: dtype {a.dtype} vs {b.dtype}"
+            assert a.shape == b.shape, f"{k}: shape {a.shape} vs {b.shape}"
+            assert a.tobytes() == b.tobytes(), f"{k}: values differ"
+            tensors_compared += 1
+        # Layout against the case JSON.
+        case = json.loads(meta_n["case"])
+        cfg = case["config"]
+        L, Hq, Hkv, D = len(cfg["layers"]), cfg["num_q_heads"], cfg["num_kv_heads"], cfg["head_dim"]
+        R = sum(sum(s["tokens"]) for s in case["steps"])
+        assert t_n["q"].shape == (L, R, Hq, D), f"q shape {t_n['q'].shape}"
+        assert t_n["k"].shape == (L, R, Hkv, D) and t_n["v"].shape == (L, R, Hkv, D)
+        assert t_n["expected_f64"].shape == (L, R, Hq, D) and t_n["score.n_keys"].shape == (L, R, Hq)
+        assert (t_n["schedule"] == np.array([s["tokens"] for s in case["steps"]], dtype=np.int32)).all()
+        assert (t_n["chunks"][:, 3] > 0).all() and t_n["chunks"][:, 3].sum() == R
+        for c in t_n["chunks"]:  # a chunk's rows are contiguous and belong to its step and sequence
+            rows = t_n["rows"][c[2]:c[2] + c[3]]
+            assert (rows[:, 0] == c[0]).all() and (rows[:, 1] == c[1]).all()
+            assert (np.diff(rows[:, 2]) == 1).all()
+        # The bound: numpy port against the C++ function, under two profiles.
+        ref_bound = golden_bound.bounds(meta_n, t_n, golden_bound.REFERENCE_PROFILE)
+        err = np.abs(t_n["expected"].astype(np.float64) - t_n["expected_f64"])
+        assert (err <= ref_bound).all(), "expected (f32) is outside the reference bound of expected_f64"
+        if tool:
+            for profile in (golden_bound.REFERENCE_PROFILE, F16_ENGINE):
+                with tempfile.TemporaryDirectory() as tmp:
+                    out = os.path.join(tmp, "bound.safetensors")
+                    subprocess.run([tool, "bounds", path, out, profile_json(profile, cfg)], check=True)
+                    cpp = read_golden_numpy.read(out)[1]["bound"]
+                py = golden_bound.bounds(meta_n, t_n, profile)
+                np.testing.assert_allclose(py, cpp, rtol=1e-12, atol=0, err_msg=f"bound port, profile {profile}")
+                bounds_compared += py.size
+    except Exception as e:  # report every case, then fail
+        failures.append(f"{name}: {type(e).__name__}: {e}")
+
+# File-exchange interop: an outputs file written by the `safetensors` package is read by ringkv.
+if tool:
+    from safetensors.numpy import save_file
+    entry = manifest["cases"][0]
+    path = os.path.join(golden_dir, entry["file"])
+    meta, t = read_golden_numpy.read(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.safetensors")
+        save_file({"out": t["expected"].copy()}, out, metadata={"format": "ringkv-golden-outputs", "id": meta["id"],
+                                                                "engine": "numpy (expected values)"})
+        good = subprocess.run([tool, "check-outputs", path, out], capture_output=True, text=True)
+        if good.returncode != 0:
+            failures.append(f"outputs file written by safetensors rejected: {good.stdout}{good.stderr}")
+        bad = t["expected"].copy()
+        bad[0, -1, 0, 0] += 0.5
+        save_file({"out": bad}, out, metadata={"id": meta["id"]})
+        r = subprocess.run([tool, "check-outputs", path, out], capture_output=True, text=True)
+        if r.returncode != 1 or "FAILED" not in r.stdout:
+            failures.append(f"a wrong output passed check-outputs: {r.stdout}{r.stderr}")
+        else:
+            print("file exchange: outputs written by safetensors are read by ringkv; a wrong one is reported:",
+                  r.stdout.strip().splitlines()[-1].strip()[:160])
+
+print(f"{len(manifest['cases'])} cases, {tensors_compared} tensors read identically by numpy and safetensors, "
+      f"{bounds_compared} bounds equal to the C++ ones")
+for f in failures:
+    print("FAILED", f)
+sys.exit(1 if failures else 0)

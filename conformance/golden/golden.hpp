@@ -1,0 +1,182 @@
+// ringkv golden: golden cases (docs/golden-format.md).
+//
+// A golden case is a Case (config + schedule + seed) together with every
+// input the float64 oracle saw, its expected outputs, the inputs of the
+// tolerance bound and the stored K/V the spec prescribes, in one safetensors
+// file. Engines in any language replay the inputs and compare; the bound is
+// computed at check time from the stored inputs and the profile the engine
+// declares. golden_set() is the committed set under golden/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "golden/safetensors.hpp"
+#include "ringkv/engine.hpp"
+#include "support/case.hpp"
+#include "support/tolerance.hpp"
+
+namespace ringkv::golden {
+
+inline constexpr const char* kGoldenFormat = "ringkv-golden";
+inline constexpr const char* kGoldenFormatVersion = "1";
+inline constexpr const char* kSpecVersion = "1";
+inline constexpr const char* kOutputsFormat = "ringkv-golden-outputs";
+
+/// One case of the committed set: a stable file name, its boundary classes, the case.
+struct GoldenSpec {
+  std::string name;                  ///< file name without extension; [a-z0-9_.-]
+  std::vector<std::string> classes;  ///< boundary classes it covers, e.g. "t=W+1", "kv-f16"
+  conformance::Case c;
+};
+
+/// The committed golden set, in a fixed order (fixed seeds; see golden/manifest.json).
+std::vector<GoldenSpec> golden_set();
+/// Every boundary class of the spec the set must cover (issue 3), in a fixed order.
+const std::vector<std::string>& boundary_classes();
+/// The classes a case's config, schedule and data actually exercise (sorted). A spec's tags
+/// must be a subset of these (the test checks), so no tag claims what its case lacks.
+std::vector<std::string> derive_classes(const conformance::Case& c);
+
+/// One appended token: row r of every [L][R]... tensor.
+struct GoldenRow {
+  int step = 0;
+  int sequence = 0;
+  int64_t index = 0;     ///< token index since the sequence's last reset
+  int64_t position = 0;  ///< true position p0 + index
+  int stream = 0;        ///< the data stream (support/case.hpp)
+};
+
+/// The tokens one sequence appends in one step: rows [row_begin, row_begin + n_tokens).
+struct GoldenChunk {
+  int step = 0;
+  int sequence = 0;
+  int64_t row_begin = 0;
+  int64_t n_tokens = 0;
+};
+
+/// What the spec says is stored for K or V, per (layer, row, kv head).
+struct GoldenStored {
+  std::vector<float> value;    ///< [L][R][Hkv][D] decoded stored value (K: after RoPE)
+  std::vector<int8_t> codes;   ///< [L][R][Hkv][D], int8 only
+  std::vector<float> scales;   ///< [L][R][Hkv][scales_per_row], int8 per_head and q8_0 only
+  std::vector<uint8_t> tie;    ///< [L][R][Hkv][D] 1 inside the INT8 tie window (either code allowed), int8 only
+};
+
+struct GoldenCase {
+  std::string name;
+  std::vector<std::string> classes;
+  conformance::Case c;
+
+  std::vector<GoldenRow> rows;      ///< [R] in schedule order: step, then sequence ascending, then token
+  std::vector<GoldenChunk> chunks;  ///< [C] in the same order
+  std::vector<float> q;             ///< [L][R][Hq][D] raw (unrotated) inputs, exactly what the oracle saw
+  std::vector<float> k, v;          ///< [L][R][Hkv][D]
+  std::vector<float> expected;      ///< [L][R][Hq][D] oracle output rounded to f32
+  std::vector<double> expected_f64; ///< [L][R][Hq][D] oracle output
+  // Bound inputs (conformance::ScoreStats) per [L][R][Hq].
+  std::vector<double> n_keys, max_abs_dot, max_abs_score, max_tie_dot, max_qk_norm, max_angle;
+  // Bound inputs (conformance::DimStats) per [L][R][Hq][D].
+  std::vector<double> spread, abs_mass, tie_mass, abs_out, max_abs_v;
+  GoldenStored k_stored, v_stored;
+
+  int layers() const { return static_cast<int>(c.config.layers.size()); }
+  int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
+  std::string id() const { return c.id(); }
+  /// Offset of element [layer][row][head][0] of a q-shaped ([L][R][Hq][D]) tensor.
+  size_t q_offset(int layer, int64_t row, int head) const;
+  /// Offset of element [layer][row][head][0] of a kv-shaped ([L][R][Hkv][D]) tensor.
+  size_t kv_offset(int layer, int64_t row, int head) const;
+  conformance::ScoreStats score(int layer, int64_t row, int head) const;
+  conformance::DimStats dim(int layer, int64_t row, int head, int d) const;
+};
+
+/// Runs the oracle over the spec's schedule and records everything.
+GoldenCase make_golden(const GoldenSpec& spec);
+
+/// The safetensors form of a golden case (deterministic bytes).
+StFile golden_to_safetensors(const GoldenCase& g);
+/// Parses and validates a golden file: metadata, the case JSON, every tensor's
+/// dtype and shape against the config and the schedule. Throws ringkv::Error.
+GoldenCase golden_from_safetensors(const StFile& file);
+std::vector<uint8_t> serialize_golden(const GoldenCase& g);
+void write_golden(const std::string& path, const GoldenCase& g);
+GoldenCase read_golden(const std::string& path);
+
+/// The first thing that did not match.
+struct GoldenMismatch {
+  std::string what;  ///< "output", "stored K", "stored V", "K code", "V scale", "ring position", ...
+  int step = -1, sequence = -1;
+  int64_t token = -1, position = -1;  ///< token index since reset and its true position
+  int layer = -1, head = -1, dim = -1;  ///< head: q head for outputs, kv head for stored values
+  int64_t slot = -1;
+  double expected = 0, got = 0, bound = 0;
+};
+
+struct GoldenOutcome {
+  bool passed = false;
+  bool skipped = false;
+  std::string skip_reason;        ///< what the engine's capabilities lack
+  double worst_ratio = 0;         ///< max |got - expected| / bound over all outputs
+  std::string failure;            ///< first failure, readable; empty if passed or skipped
+  std::optional<GoldenMismatch> first;  ///< the first failure, structured (absent for a thrown engine)
+  int64_t outputs_checked = 0;
+  int64_t outputs_failed = 0;
+  int64_t stored_checked = 0;     ///< stored elements compared through snapshot()
+};
+
+struct GoldenCheckOptions {
+  bool snapshot = true;  ///< compare the engine's cache (if it exposes one) after every step
+  /// Stored K with RoPE: exact (same RoPE code and C library as the generator) instead of
+  /// within one step of the storage format (spec §11.1).
+  bool exact_rotated_k = false;
+};
+
+/// Why the capabilities do not cover the config ("" if they do).
+std::string capability_gap(const Capabilities& caps, const Config& config);
+
+/// Drives a fresh engine through the case with the file's inputs and compares
+/// every output within output_bound(), and (optionally) the cache exactly.
+GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, const GoldenCheckOptions& options = {});
+
+/// File-exchange mode: outputs written by an external engine (tensor "out", F32,
+/// [L][R][Hq][D], the layout of "expected"), compared under the declared profile.
+GoldenOutcome check_golden_outputs(const GoldenCase& g, const std::string& outputs_path, const PrecisionProfile& profile);
+/// The same on outputs in memory ([L][R][Hq][D]).
+GoldenOutcome compare_golden_outputs(const GoldenCase& g, const std::vector<float>& out, const PrecisionProfile& profile);
+
+/// The bound of every output under a declared profile, [L][R][Hq][D] (the layout of "expected"):
+/// output_bound(make_bound_context(config, layer, profile), score(...), dim(...)).
+std::vector<double> golden_bounds(const GoldenCase& g, const PrecisionProfile& profile);
+
+/// What an outputs file holds.
+struct GoldenOutputs {
+  std::vector<float> out;                     ///< [L][R][Hq][D]
+  std::optional<PrecisionProfile> profile;    ///< from __metadata__ "profile", if present
+  std::string engine;                         ///< __metadata__ "engine", if present
+};
+/// Reads and validates an outputs file against a case (shape, and "id" if present).
+GoldenOutputs read_golden_outputs(const std::string& path, const GoldenCase& g);
+/// Writes an outputs file (what an external engine produces).
+void write_golden_outputs(const std::string& path, const GoldenCase& g, const std::vector<float>& out,
+                          const std::string& engine = "", const std::optional<PrecisionProfile>& profile = {});
+
+/// Writes DIR/cases/<name>.safetensors for every case of golden_set() and DIR/manifest.json.
+/// `progress` (may be null) is called after each case with its name and size.
+void generate_golden_set(const std::string& dir, void (*progress)(const std::string& name, size_t bytes) = nullptr);
+/// Checks DIR against the manifest (hashes, sizes) and against a fresh in-memory
+/// regeneration (bytes); returns the problems found (empty: OK).
+std::vector<std::string> verify_golden_set(const std::string& dir);
+
+/// One manifest entry.
+struct ManifestEntry {
+  std::string name, id, file, sha256;
+  std::vector<std::string> classes;
+  int64_t bytes = 0;
+};
+/// Reads DIR/manifest.json (throws ringkv::Error naming the problem).
+std::vector<ManifestEntry> read_manifest(const std::string& dir);
+
+}  // namespace ringkv::golden

@@ -1,0 +1,673 @@
+// Golden cases: the safetensors reader/writer (round trip and every malformed
+// file), SHA-256, the committed set (coverage, size, byte-identical
+// regeneration, readable), the reference engine passes every case, every
+// mutant fails at least one, and the file-exchange mode.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "golden/golden.hpp"
+#include "golden/safetensors.hpp"
+#include "golden/sha256.hpp"
+#include "mutants/mutants.hpp"
+#include "ringkv/reference_engine.hpp"
+#include "support/rng.hpp"
+
+namespace ringkv::golden {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kDir = RINGKV_GOLDEN_DIR;
+
+// ---------------------------------------------------------------------------------------------
+// SHA-256
+
+TEST(Sha256, FipsVectors) {
+  EXPECT_EQ(sha256_hex(std::string("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex(std::string("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex(std::string("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, IncrementalUpdatesGiveTheSameDigest) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += static_cast<char>('a' + i % 26);
+  for (size_t piece : {1u, 3u, 55u, 56u, 63u, 64u, 65u, 200u}) {
+    Sha256 h;
+    for (size_t at = 0; at < text.size(); at += piece) h.update(text.data() + at, std::min(piece, text.size() - at));
+    EXPECT_EQ(to_hex(h.finish()), sha256_hex(text)) << "pieces of " << piece;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// safetensors
+
+StFile sample_file() {
+  StFile f;
+  f.metadata["format"] = "test";
+  f.metadata["note"] = "quotes \" and \\ survive";
+  f.tensors["a.f64"] = make_tensor<double>({2, 2}, {1.5, -2.0, 1e300, 0.0});
+  f.tensors["b.f32"] = make_tensor<float>({3}, {1.0f, -0.0f, 3.25f});
+  f.tensors["c.i64"] = make_tensor<int64_t>({1, 2}, {int64_t{1} << 40, -7});
+  f.tensors["d.i32"] = make_tensor<int32_t>({2}, {-5, 6});
+  f.tensors["e.i8"] = make_tensor<int8_t>({3}, {-127, 0, 127});
+  f.tensors["f.u8"] = make_tensor<uint8_t>({2, 1}, {0, 1});
+  f.tensors["g.scalar"] = make_tensor<float>({}, {42.0f});
+  return f;
+}
+
+// A file with a hand-written header and `buffer` zero bytes of data.
+std::vector<uint8_t> raw_file(const std::string& header, size_t buffer) {
+  std::vector<uint8_t> out(8);
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<uint8_t>(n >> (8 * i));
+  out.insert(out.end(), header.begin(), header.end());
+  out.resize(out.size() + buffer, 0);
+  return out;
+}
+
+// Parsing throws a ringkv::Error that names the file and contains `part`.
+void expect_rejected(const std::vector<uint8_t>& bytes, const std::string& part) {
+  try {
+    (void)parse_safetensors(bytes, "bad.safetensors");
+    ADD_FAILURE() << "accepted a malformed file; expected an error containing \"" << part << "\"";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bad.safetensors"), std::string::npos) << what;
+    EXPECT_NE(what.find(part), std::string::npos) << "message: " << what << "\nexpected to contain: " << part;
+  }
+}
+
+TEST(Safetensors, RoundTripsEveryDtype) {
+  const StFile f = sample_file();
+  const std::vector<uint8_t> bytes = serialize_safetensors(f);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t{bytes[static_cast<size_t>(i)]} << (8 * i);
+  EXPECT_EQ(n % 8, 0u) << "the header is padded to a multiple of 8";
+  EXPECT_EQ(bytes[8], '{');
+  const StFile g = parse_safetensors(bytes, "round.safetensors");
+  EXPECT_EQ(g.metadata, f.metadata);
+  ASSERT_EQ(g.tensors.size(), f.tensors.size());
+  for (const auto& [name, t] : f.tensors) {
+    const StTensor& u = g.get(name);
+    EXPECT_EQ(u.dtype, t.dtype) << name;
+    EXPECT_EQ(u.shape, t.shape) << name;
+    EXPECT_EQ(u.data, t.data) << name;
+  }
+  EXPECT_EQ(g.values<double>("a.f64", {2, 2})[2], 1e300);
+  EXPECT_EQ(g.values<int64_t>("c.i64", {1, 2})[0], int64_t{1} << 40);
+  EXPECT_EQ(g.values<int8_t>("e.i8", {3})[0], -127);
+  EXPECT_EQ(serialize_safetensors(g), bytes) << "serialising what was read gives the same bytes";
+}
+
+TEST(Safetensors, WriterIsDeterministicAndCanonical) {
+  const std::vector<uint8_t> bytes = serialize_safetensors(sample_file());
+  EXPECT_EQ(serialize_safetensors(sample_file()), bytes);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t{bytes[static_cast<size_t>(i)]} << (8 * i);
+  std::string header(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  while (!header.empty() && header.back() == ' ') header.pop_back();
+  // Sorted keys, no whitespace, offsets contiguous in name order.
+  EXPECT_EQ(header.find(": "), std::string::npos);
+  EXPECT_EQ(header.rfind("{\"__metadata__\":{\"format\":\"test\"", 0), 0u) << header;
+  EXPECT_NE(header.find("\"a.f64\":{\"data_offsets\":[0,32],\"dtype\":\"F64\",\"shape\":[2,2]}"), std::string::npos) << header;
+  EXPECT_NE(header.find("\"b.f32\":{\"data_offsets\":[32,44]"), std::string::npos) << header;
+}
+
+TEST(Safetensors, RejectsTruncatedFiles) {
+  const std::vector<uint8_t> bytes = serialize_safetensors(sample_file());
+  expect_rejected(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 5), "too short");
+  expect_rejected(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 40), "header length");
+  expect_rejected(std::vector<uint8_t>(bytes.begin(), bytes.end() - 1), "out of range");
+  expect_rejected({}, "too short");
+  expect_rejected(raw_file(std::string("{}\0\0\0\0\0\0", 8), 0), "control byte 0x00");
+}
+
+TEST(Safetensors, RejectsACorruptHeaderLength) {
+  std::vector<uint8_t> bytes = serialize_safetensors(sample_file());
+  bytes[7] = 0x40;  // 2^62 + ...
+  expect_rejected(bytes, "exceeds");
+  bytes = serialize_safetensors(sample_file());
+  bytes[0] = static_cast<uint8_t>(bytes[0] - 8);  // header ends 8 bytes early: not valid JSON there
+  expect_rejected(bytes, "not valid JSON");
+  bytes = serialize_safetensors(sample_file());
+  bytes[0] = static_cast<uint8_t>(bytes[0] + 8);  // header runs 8 bytes into the buffer
+  expect_rejected(bytes, "not valid JSON");
+}
+
+TEST(Safetensors, RejectsBadJson) {
+  expect_rejected(raw_file("{\"a\": {\"dtype\": \"F32\", ", 0), "not valid JSON");
+  expect_rejected(raw_file("{\"a\": 1} trailing", 0), "not valid JSON");
+  expect_rejected(raw_file("[1, 2]  ", 0), "does not start with '{'");
+  expect_rejected(raw_file("{\"a\": 1}", 0), "not a JSON object");
+  expect_rejected(raw_file("{\"__metadata__\": {\"x\": 1}}", 0), "not a string");
+  expect_rejected(raw_file("{\"__metadata__\": []}", 0), "__metadata__ is not a JSON object");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                           "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2), "twice");
+}
+
+TEST(Safetensors, RejectsBadEntries) {
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2), "unknown dtype \"F16\"");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,1]}}", 1), "dtype is not a string");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 1), "missing field 'shape'");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", 1), "unknown field 'x'");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,1]}}", 1), "non-negative integer");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1.5],\"data_offsets\":[0,1]}}", 1), "non-negative integer");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,1]}}", 1), "too large");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0]}}", 1), "must be [begin, end]");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,0]}}", 1), "end before begin");
+}
+
+TEST(Safetensors, RejectsShapeOffsetMismatchOverlapsHolesAndOutOfRangeOffsets) {
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4), "needs 8 bytes");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4), "out of range");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8), "overlaps");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2), "belong to no tensor");
+  expect_rejected(raw_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 3), "trailing data");
+}
+
+TEST(Safetensors, TypedAccessorsNameTheTensorAndTheProblem) {
+  const StFile f = parse_safetensors(serialize_safetensors(sample_file()), "x.safetensors");
+  const auto expect_throw = [&](auto fn, const std::string& part) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("x.safetensors"), std::string::npos) << e.what();
+    }
+  };
+  expect_throw([&] { (void)f.get("nope"); }, "tensor 'nope' is missing");
+  expect_throw([&] { (void)f.values<float>("a.f64", {2, 2}); }, "tensor 'a.f64' has dtype F64, expected F32");
+  expect_throw([&] { (void)f.values<double>("a.f64", {4}); }, "tensor 'a.f64' has shape [2, 2], expected [4]");
+  expect_throw([&] { (void)f.meta("nope"); }, "__metadata__ has no key 'nope'");
+}
+
+TEST(Safetensors, NeverCrashesOnCorruptedGoldenFiles) {
+  const std::vector<ManifestEntry> m = read_manifest(kDir);
+  ASSERT_FALSE(m.empty());
+  const std::vector<uint8_t> good = read_file_bytes(kDir + "/" + m.front().file);
+  conformance::CounterRng rng(2024);
+  int rejected = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<uint8_t> bytes = good;
+    const int kind = trial % 4;
+    if (kind == 0) {
+      bytes.resize(rng.below(bytes.size()));
+    } else {
+      // Flip bytes, mostly in the header (where parsing decisions are made).
+      const size_t header = 8 + 4096;
+      for (int k = 0; k < 1 + trial % 3; ++k) {
+        const size_t at = kind == 3 ? rng.below(bytes.size()) : rng.below(std::min(header, bytes.size()));
+        bytes[at] = static_cast<uint8_t>(rng.next());
+      }
+    }
+    try {
+      (void)golden_from_safetensors(parse_safetensors(bytes, "fuzz.safetensors"));
+    } catch (const Error&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "a corrupted file threw a non-ringkv exception: " << e.what();
+    }
+  }
+  EXPECT_GT(rejected, 200);  // the rest changed only tensor data or harmless characters
+}
+
+// ---------------------------------------------------------------------------------------------
+// The committed set
+
+TEST(GoldenSet, CoversEveryBoundaryClassAndTagsOnlyWhatACaseHas) {
+  std::set<std::string> covered, names;
+  for (const GoldenSpec& s : golden_set()) {
+    EXPECT_TRUE(names.insert(s.name).second) << "duplicate name " << s.name;
+    const std::vector<std::string> derived = derive_classes(s.c);
+    for (const std::string& cl : s.classes) {
+      covered.insert(cl);
+      EXPECT_TRUE(std::find(derived.begin(), derived.end(), cl) != derived.end())
+          << s.name << " is tagged " << cl << " but its case does not exercise it; it has:\n"
+          << ::testing::PrintToString(derived);
+    }
+  }
+  for (const std::string& cl : boundary_classes()) EXPECT_TRUE(covered.count(cl)) << "no golden case covers " << cl;
+}
+
+TEST(GoldenSet, StaysUnder20MB) {
+  int64_t total = 0;
+  for (const ManifestEntry& e : read_manifest(kDir)) {
+    total += e.bytes;
+    EXPECT_EQ(static_cast<int64_t>(fs::file_size(kDir + "/" + e.file)), e.bytes) << e.file;
+  }
+  std::printf("[golden] committed set: %zu cases, %lld bytes\n", read_manifest(kDir).size(), static_cast<long long>(total));
+  EXPECT_LT(total, 20'000'000);
+}
+
+TEST(GoldenSet, EveryCommittedFileReads) {
+  const std::vector<GoldenSpec> specs = golden_set();
+  const std::vector<ManifestEntry> manifest = read_manifest(kDir);
+  EXPECT_EQ(manifest.size(), specs.size());
+  for (const ManifestEntry& e : manifest) {
+    const GoldenCase g = read_golden(kDir + "/" + e.file);
+    EXPECT_EQ(g.name, e.name);
+    EXPECT_EQ(g.id(), e.id);
+    EXPECT_EQ(g.classes, e.classes);
+    EXPECT_EQ(sha256_file(kDir + "/" + e.file), e.sha256) << e.file;
+  }
+}
+
+TEST(GoldenSet, RegeneratesByteIdentically) {
+  const fs::path tmp = fs::path(RINGKV_GOLDEN_TMP) / "regenerated";
+  fs::remove_all(tmp);
+  generate_golden_set(tmp.string());
+  std::map<std::string, std::string> committed;
+  for (const ManifestEntry& e : read_manifest(kDir)) committed[e.file] = e.sha256;
+  const std::vector<ManifestEntry> fresh = read_manifest(tmp.string());
+  ASSERT_EQ(fresh.size(), committed.size());
+  for (const ManifestEntry& e : fresh) {
+    EXPECT_EQ(sha256_file((tmp / e.file).string()), e.sha256);
+    EXPECT_EQ(committed[e.file], e.sha256) << e.file << " regenerates differently: run `ringkv_golden_tool generate golden` "
+                                                        "after a deliberate change, or find what changed the oracle";
+  }
+  EXPECT_EQ(read_file_bytes((tmp / "manifest.json").string()), read_file_bytes(kDir + "/manifest.json"));
+  const std::vector<std::string> problems = verify_golden_set(kDir);
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
+  fs::remove_all(tmp);
+}
+
+TEST(GoldenSet, VerifyReportsATamperedFile) {
+  const fs::path tmp = fs::path(RINGKV_GOLDEN_TMP) / "tampered";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  fs::copy(kDir, tmp, fs::copy_options::recursive);
+  const std::vector<ManifestEntry> m = read_manifest(tmp.string());
+  std::vector<uint8_t> bytes = read_file_bytes((tmp / m[0].file).string());
+  bytes.back() ^= 1;
+  write_file_bytes((tmp / m[0].file).string(), bytes);
+  write_file_bytes((tmp / "cases/stray.safetensors").string(), {1, 2, 3});
+  const std::vector<std::string> problems = verify_golden_set(tmp.string());
+  const std::string all = ::testing::PrintToString(problems);
+  EXPECT_NE(all.find("sha256"), std::string::npos) << all;
+  EXPECT_NE(all.find("fresh regeneration"), std::string::npos) << all;
+  EXPECT_NE(all.find("stray.safetensors is not listed"), std::string::npos) << all;
+  fs::remove_all(tmp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// read_golden validation
+
+GoldenCase first_case() { return read_golden(kDir + "/" + read_manifest(kDir).front().file); }
+
+void expect_invalid(const StFile& f, const std::string& part) {
+  try {
+    (void)golden_from_safetensors(f);
+    ADD_FAILURE() << "accepted an inconsistent golden file; expected: " << part;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(GoldenFile, ReadRejectsInconsistentFiles) {
+  const StFile good = golden_to_safetensors(first_case());
+  (void)golden_from_safetensors(good);
+  StFile f = good;
+  f.tensors.erase("q");
+  expect_invalid(f, "tensor 'q' is missing");
+  f = good;
+  f.tensors["q"].shape[1] += 1;
+  expect_invalid(f, "tensor 'q' has shape");
+  f = good;
+  f.tensors["expected"] = make_tensor<double>(f.tensors["expected"].shape,
+                                              std::vector<double>(f.tensors["expected"].data.size() / 4, 0.0));
+  expect_invalid(f, "tensor 'expected' has dtype F64, expected F32");
+  f = good;
+  f.metadata["id"] = "L=1[W9]";
+  expect_invalid(f, "does not match the case");
+  f = good;
+  f.metadata["golden_format_version"] = "2";
+  expect_invalid(f, "this ringkv reads version 1");
+  f = good;
+  f.metadata["format"] = "something-else";
+  expect_invalid(f, "not a ringkv golden case");
+  f = good;
+  f.metadata.erase("case");
+  expect_invalid(f, "__metadata__ has no key 'case'");
+  f = good;
+  f.metadata["case"] = "{\"config\": 3}";
+  expect_invalid(f, "not a valid case");
+  f = good;
+  f.metadata["classes"] = "[1]";
+  expect_invalid(f, "'classes' must be a JSON array of strings");
+  f = good;
+  f.metadata["case"].insert(f.metadata["case"].find("\"tokens\":[") + 10, "-");  // first count negative
+  expect_invalid(f, "counts must be >= 0");
+  f = good;
+  f.tensors["rows"].shape[0] -= 1;
+  expect_invalid(f, "but the schedule appends");
+  f = good;
+  f.tensors["extra"] = make_tensor<uint8_t>({1}, {0});
+  expect_invalid(f, "unexpected tensor 'extra'");
+  f = good;
+  f.tensors["schedule"].data[0] ^= 1;
+  expect_invalid(f, "does not match the schedule");
+  f = good;
+  f.tensors["positions"].data[0] ^= 1;
+  expect_invalid(f, "'positions' does not match");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engines against the committed set
+
+std::vector<GoldenCase> committed() {
+  std::vector<GoldenCase> out;
+  for (const ManifestEntry& e : read_manifest(kDir)) out.push_back(read_golden(kDir + "/" + e.file));
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+TEST(GoldenCheck, ReferencePassesEveryCommittedCase) {
+  GoldenCheckOptions exact;
+  exact.exact_rotated_k = true;  // same RoPE code and C library as the generator: K exact too
+  double worst = 0;
+  int64_t outputs = 0, stored = 0;
+  for (const GoldenCase& g : committed()) {
+    const GoldenOutcome r = check_golden(reference_engine_factory(), g, exact);
+    EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+    EXPECT_FALSE(r.skipped) << g.name << ": " << r.skip_reason;
+    EXPECT_EQ(r.outputs_checked, static_cast<int64_t>(g.expected.size())) << g.name;
+    EXPECT_GT(r.stored_checked, 0) << g.name;
+    worst = std::max(worst, r.worst_ratio);
+    outputs += r.outputs_checked;
+    stored += r.stored_checked;
+  }
+  std::printf("[golden] reference: %lld outputs within the bound (worst %.3g of it), %lld stored elements exact\n",
+              static_cast<long long>(outputs), worst, static_cast<long long>(stored));
+}
+
+TEST(GoldenCheck, ControlsPassEveryCommittedCase) {
+  const std::vector<GoldenCase> cases = committed();
+  for (const conformance::MutantInfo& m : conformance::all_mutants()) {
+    if (!m.must_pass) continue;
+    double worst = 0;
+    for (const GoldenCase& g : cases) {
+      const GoldenOutcome r = check_golden(m.factory, g);
+      EXPECT_TRUE(r.passed) << m.name << " on " << g.name << ": " << r.failure;
+      worst = std::max(worst, r.worst_ratio);
+    }
+    std::printf("[golden] control %-24s passes all %zu cases (worst %.3g of the bound)\n", m.name, cases.size(), worst);
+  }
+}
+
+TEST(GoldenCheck, EveryMutantFailsACommittedCase) {
+  const std::vector<GoldenCase> cases = committed();
+  for (const conformance::MutantInfo& m : conformance::all_mutants()) {
+    if (m.must_pass) continue;
+    for (const bool snapshot : {true, false}) {
+      GoldenCheckOptions opt;
+      opt.snapshot = snapshot;
+      std::vector<const GoldenCase*> killed;
+      std::string first;
+      std::set<std::string> classes;
+      for (const GoldenCase& g : cases) {
+        const GoldenOutcome r = check_golden(m.factory, g, opt);
+        if (r.passed || r.skipped) continue;
+        if (killed.empty()) first = g.name + " [" + join(g.classes) + "]: " + r.failure;
+        killed.push_back(&g);
+        classes.insert(g.classes.begin(), g.classes.end());
+      }
+      EXPECT_FALSE(killed.empty()) << "mutant " << m.name << " (" << m.bug << ") passes every golden case"
+                                   << (snapshot ? "" : " on outputs alone");
+      std::printf("[golden] %-24s %-14s fails %2zu/%zu cases, first %s\n", m.name, snapshot ? "(with cache)" : "(outputs only)",
+                  killed.size(), cases.size(), first.substr(0, 220).c_str());
+    }
+  }
+}
+
+// An external engine's loop: replay the file's chunks, in schedule order, and collect the outputs.
+std::vector<float> replay(const GoldenCase& g, Engine& engine) {
+  const Config& cfg = g.c.config;
+  const int64_t L = g.layers(), Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim, R = g.num_rows();
+  std::vector<float> out(g.expected.size());
+  for (size_t st = 0; st < g.c.steps.size(); ++st) {
+    std::vector<SequenceReset> resets;
+    for (const conformance::ResetPlan& p : g.c.steps[st].resets) resets.push_back({p.sequence, p.start_position});
+    std::vector<std::vector<float>> q, k, v, o;
+    std::vector<const GoldenChunk*> chunks;
+    for (const GoldenChunk& ch : g.chunks) {
+      if (ch.step != static_cast<int>(st)) continue;
+      chunks.push_back(&ch);
+      const int64_t n = ch.n_tokens;
+      q.emplace_back();
+      k.emplace_back();
+      v.emplace_back();
+      o.emplace_back(static_cast<size_t>(L * n * Hq * D));
+      for (int64_t l = 0; l < L; ++l) {  // chunk = q[:, row_begin:row_begin+n]
+        const auto qb = g.q.begin() + (l * R + ch.row_begin) * Hq * D;
+        const auto kb = g.k.begin() + (l * R + ch.row_begin) * Hkv * D;
+        const auto vb = g.v.begin() + (l * R + ch.row_begin) * Hkv * D;
+        q.back().insert(q.back().end(), qb, qb + n * Hq * D);
+        k.back().insert(k.back().end(), kb, kb + n * Hkv * D);
+        v.back().insert(v.back().end(), vb, vb + n * Hkv * D);
+      }
+    }
+    std::vector<SequenceStep> appends;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      appends.push_back({chunks[i]->sequence, chunks[i]->n_tokens, q[i].data(), k[i].data(), v[i].data(), o[i].data()});
+    }
+    engine.step(StepBatch{resets, appends});
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const int64_t n = chunks[i]->n_tokens;
+      for (int64_t l = 0; l < L; ++l) {
+        std::copy_n(o[i].begin() + l * n * Hq * D, n * Hq * D, out.begin() + (l * R + chunks[i]->row_begin) * Hq * D);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(GoldenCheck, FileExchangeModeComparesAnOutputsFile) {
+  const fs::path tmp = fs::path(RINGKV_GOLDEN_TMP) / "outputs";
+  fs::create_directories(tmp);
+  const std::vector<GoldenCase> cases = committed();
+  for (const GoldenCase& g : cases) {
+    const auto engine = make_reference_engine(g.c.config);
+    const std::vector<float> out = replay(g, *engine);
+    const std::string path = (tmp / (g.name + ".safetensors")).string();
+    write_golden_outputs(path, g, out, "reference", engine->info().precision);
+    const GoldenOutputs read = read_golden_outputs(path, g);
+    ASSERT_TRUE(read.profile.has_value());
+    EXPECT_EQ(*read.profile, engine->info().precision);
+    EXPECT_EQ(read.engine, "reference");
+    const GoldenOutcome r = check_golden_outputs(g, path, engine->info().precision);
+    EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+    EXPECT_EQ(r.outputs_checked, static_cast<int64_t>(out.size()));
+  }
+  // A wrong value is reported where it is.
+  const GoldenCase& g = cases.front();
+  std::vector<float> out = g.expected;
+  const int64_t row = g.num_rows() - 1;
+  out[g.q_offset(0, row, 0) + 1] += 0.5f;
+  const std::string path = (tmp / "bad.safetensors").string();
+  write_golden_outputs(path, g, out);
+  const GoldenOutcome bad = check_golden_outputs(g, path, PrecisionProfile{});
+  EXPECT_FALSE(bad.passed);
+  ASSERT_TRUE(bad.first.has_value()) << bad.failure;
+  EXPECT_EQ(bad.first->token, g.rows.back().index);
+  EXPECT_EQ(bad.first->dim, 1);
+  EXPECT_EQ(bad.first->layer, 0);
+  EXPECT_EQ(bad.outputs_failed, 1);
+  // Outputs of another case, or of the wrong shape, are rejected with a reason.
+  write_golden_outputs(path, cases[1], cases[1].expected);
+  EXPECT_NE(check_golden_outputs(g, path, PrecisionProfile{}).failure.find("outputs are for case"), std::string::npos);
+  EXPECT_NE(check_golden_outputs(g, (tmp / "missing.safetensors").string(), PrecisionProfile{}).failure.find("cannot open"),
+            std::string::npos);
+  fs::remove_all(tmp);
+}
+
+// An engine whose snapshots are edited: INT8 codes moved by one inside (or outside) the tie window.
+class EditedSnapshots : public Engine {
+ public:
+  EditedSnapshots(std::unique_ptr<Engine> inner, std::function<void(int, int, CacheSnapshot&)> edit)
+      : inner_(std::move(inner)), edit_(std::move(edit)) {}
+  EngineInfo info() const override { return inner_->info(); }
+  const Config& config() const override { return inner_->config(); }
+  void step(const StepBatch& b) override { inner_->step(b); }
+  void reset(int s, int64_t p0) override { inner_->reset(s, p0); }
+  std::optional<CacheSnapshot> snapshot(int layer, int seq) const override {
+    std::optional<CacheSnapshot> s = inner_->snapshot(layer, seq);
+    if (s) edit_(layer, seq, *s);
+    return s;
+  }
+  size_t cache_bytes() const override { return inner_->cache_bytes(); }
+
+ private:
+  std::unique_ptr<Engine> inner_;
+  std::function<void(int, int, CacheSnapshot&)> edit_;
+};
+
+TEST(GoldenCheck, Int8CodesMayMoveByOneOnlyInsideTheTieWindow) {
+  const GoldenCase g = read_golden(kDir + "/cases/int8_per_head.safetensors");
+  const Config& cfg = g.c.config;
+  const int64_t D = cfg.head_dim, H = cfg.num_kv_heads;
+  std::vector<size_t> ties;  // elements [layer][row][head][dim] inside the K tie window
+  for (size_t i = 0; i < g.k_stored.tie.size(); ++i) {
+    if (g.k_stored.tie[i]) ties.push_back(i);
+  }
+  ASSERT_FALSE(ties.empty()) << "the case is chosen to hold K elements inside the tie window";
+  // Moves the code (and the decoded value) of element `e` of the token at `position` by one.
+  const auto move_code = [&](int64_t position, size_t e, int dir) {
+    return [=](int, int, CacheSnapshot& s) {
+      for (size_t slot = 0; slot < s.positions.size(); ++slot) {
+        if (s.positions[slot] != position) continue;
+        const size_t i = slot * static_cast<size_t>(H * D) + e;
+        const int code = s.k_codes[i] + dir;
+        s.k_codes[i] = static_cast<int8_t>(code);
+        s.k[i] = static_cast<float>(code) * s.k_scales[slot * static_cast<size_t>(H) + e / static_cast<size_t>(D)];
+      }
+    };
+  };
+  GoldenCheckOptions exact;
+  exact.exact_rotated_k = true;
+  const size_t t = ties.front();
+  const int64_t row = static_cast<int64_t>(t / static_cast<size_t>(H * D)) % g.num_rows();
+  const size_t e = t % static_cast<size_t>(H * D);
+  const int dir = g.k_stored.codes[t] == 127 ? -1 : 1;
+  const int64_t pos = g.rows[static_cast<size_t>(row)].position;
+  const auto with_edit = [&](std::function<void(int, int, CacheSnapshot&)> edit) {
+    EngineFactory f = reference_engine_factory();
+    f.create = [edit](const Config& c) -> std::unique_ptr<Engine> {
+      return std::make_unique<EditedSnapshots>(make_reference_engine(c), edit);
+    };
+    return f;
+  };
+  // Either neighbour of a tie is conformant... (the reference picked one; try the other side both ways)
+  GoldenOutcome r = check_golden(with_edit(move_code(pos, e, dir)), g, exact);
+  GoldenOutcome r2 = check_golden(with_edit(move_code(pos, e, -dir)), g, exact);
+  EXPECT_TRUE(r.passed || r2.passed) << r.failure << "\n" << r2.failure;
+  // ...but outside the window the code is exact.
+  const size_t other = (e + 1) % static_cast<size_t>(H * D);
+  ASSERT_EQ(g.k_stored.tie[g.kv_offset(0, row, 0) + other], 0);
+  const int dir2 = g.k_stored.codes[g.kv_offset(0, row, 0) + other] == 127 ? -1 : 1;
+  r = check_golden(with_edit(move_code(pos, other, dir2)), g, exact);
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.failure.find("K code"), std::string::npos) << r.failure;
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->what, "K code");
+  EXPECT_EQ(r.first->position, pos);
+}
+
+TEST(GoldenCheck, ReplaysTheFilesInputsNotTheSeed) {
+  GoldenCase g = read_golden(kDir + "/cases/decode_w8.safetensors");
+  g.c.seed += 1;  // regenerating from the seed would now give other inputs
+  g.c.data = conformance::DataMode::random;
+  EXPECT_TRUE(check_golden(reference_engine_factory(), g).passed);
+  g.q[g.q_offset(0, 3, 1) + 2] += 0.25f;  // the file's inputs are what the engine gets
+  const GoldenOutcome r = check_golden(reference_engine_factory(), g);
+  EXPECT_FALSE(r.passed);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->token, 3);
+  EXPECT_EQ(r.first->head, 1);
+}
+
+TEST(GoldenCheck, ReportsAnEngineThatThrows) {
+  const GoldenCase g = read_golden(kDir + "/cases/decode_w8.safetensors");
+  EngineFactory f = reference_engine_factory();
+  f.create = [](const Config&) -> std::unique_ptr<Engine> { throw ConfigError("config.head_dim = 32: unsupported"); };
+  GoldenOutcome r = check_golden(f, g);
+  EXPECT_FALSE(r.passed);
+  EXPECT_FALSE(r.skipped);
+  EXPECT_NE(r.failure.find("engine creation threw: config.head_dim = 32"), std::string::npos) << r.failure;
+  f.create = [](const Config& c) -> std::unique_ptr<Engine> {
+    return std::make_unique<EditedSnapshots>(make_reference_engine(c), [](int, int, CacheSnapshot& s) {
+      s.positions.pop_back();
+    });
+  };
+  r = check_golden(f, g);
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.failure.find("snapshot has"), std::string::npos) << r.failure;
+}
+
+TEST(GoldenDocs, ListEveryCommittedCase) {
+  const std::vector<uint8_t> bytes = read_file_bytes(std::string(RINGKV_SOURCE_DIR) + "/docs/golden-format.md");
+  const std::string doc(bytes.begin(), bytes.end());
+  for (const GoldenSpec& s : golden_set()) {
+    EXPECT_NE(doc.find("| `" + s.name + "` |"), std::string::npos)
+        << "docs/golden-format.md has no table row for case " << s.name;
+  }
+}
+
+TEST(GoldenCheck, SkipsWhatTheCapabilitiesLack) {
+  EngineFactory f = reference_engine_factory();
+  f.capabilities.head_dims = {64, 128};
+  f.capabilities.k_dtypes = {DType::f32, DType::f16, DType::bf16};
+  int skipped = 0, ran = 0;
+  for (const GoldenCase& g : committed()) {
+    const GoldenOutcome r = check_golden(f, g);
+    if (r.skipped) {
+      ++skipped;
+      EXPECT_FALSE(r.passed);
+      EXPECT_NE(r.skip_reason.find("unsupported"), std::string::npos);
+      if (g.c.config.head_dim != 64 && g.c.config.head_dim != 128) {
+        EXPECT_NE(r.skip_reason.find("head_dim"), std::string::npos) << r.skip_reason;
+      }
+    } else {
+      ++ran;
+      EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+      EXPECT_TRUE(g.c.config.head_dim == 64 || g.c.config.head_dim == 128) << g.name;
+    }
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(ran, 0) << "the realistic tier must run on an engine limited to head_dim 64 and 128";
+  Capabilities none;
+  none.sinks = false;
+  none.softcap = false;
+  none.multi_layer = false;
+  none.sink_logits = false;
+  Config c = committed().front().c.config;
+  c.layers.push_back(c.layers[0]);
+  c.layers[0].sinks = 2;
+  c.softcap = 3.0;
+  const std::string gap = capability_gap(none, c);
+  EXPECT_NE(gap.find("sink tokens"), std::string::npos) << gap;
+  EXPECT_NE(gap.find("softcap"), std::string::npos) << gap;
+  EXPECT_NE(gap.find("several layers"), std::string::npos) << gap;
+}
+
+}  // namespace
+}  // namespace ringkv::golden

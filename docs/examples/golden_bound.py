@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The per-output tolerance bound of docs/tolerances.md, computed from a golden case's stored
+bound inputs and a declared precision profile: a numpy port of output_bound() in
+conformance/support/tolerance.cpp (the C++ function is normative; a CI test checks this port
+against it on every committed case).
+
+    meta, t = read_golden_numpy.read(path)
+    bound = bounds(meta, t, REFERENCE_PROFILE)     # [L][R][Hq][D], like t["expected_f64"]
+    ok = np.abs(out - t["expected_f64"]) <= bound
+"""
+import json
+import math
+import numpy as np
+
+UNIT = {"f64": 2.0**-53, "f32": 2.0**-24, "tf32": 2.0**-11, "f16": 2.0**-11, "bf16": 2.0**-8,
+        "fp8_e4m3": 2.0**-4, "fp8_e5m2": 2.0**-3, "int8": 0.0}
+TINY = {"f64": 0.0, "f32": 2.0**-150, "tf32": 2.0**-150, "f16": 2.0**-25, "bf16": 2.0**-134,  # f64: 2^-1075 = 0.0
+        "fp8_e4m3": 2.0**-10, "fp8_e5m2": 2.0**-17, "int8": 0.0}
+LAMBDA, SAFETY = 4.0, 2.0
+
+# The reference engine's profile: f32 arithmetic, storage as configured (None), f64 RoPE angles.
+REFERENCE_PROFILE = {"q_dot": "f32", "k_storage": None, "v_storage": None, "accumulator": "f32",
+                     "p_before_pv": "f32", "output": "f32", "rope_angle": "f64"}
+
+
+def storage_term(config_dtype, declared):
+    u = 0.0 if declared is None or declared == config_dtype else UNIT[declared]
+    return u + (2.0**-22 if config_dtype == "int8" else 0.0)
+
+
+def bounds(meta, t, profile):
+    """Bound of every output, [L][R][Hq][D]. `profile` maps the PrecisionProfile fields to
+    precision names (k_storage / v_storage None: the config's dtypes)."""
+    cfg = json.loads(meta["case"])["config"]
+    D = cfg["head_dim"]
+    tau = cfg["softmax_scale"] if cfg["softmax_scale"] is not None else 1.0 / math.sqrt(D)
+    cap = cfg["softcap"]
+    u_acc, u_q = UNIT[profile["accumulator"]], UNIT[profile["q_dot"]]
+    u_p, u_out, u_ang = UNIT[profile["p_before_pv"]], UNIT[profile["output"]], UNIT[profile["rope_angle"]]
+    u_k = storage_term(cfg["k_format"]["dtype"], profile["k_storage"])
+    u_v = storage_term(cfg["v_format"]["dtype"], profile["v_storage"])
+    s = {k: t["score." + k][..., None] for k in
+         ("n_keys", "max_abs_dot", "max_abs_score", "max_tie_dot", "max_qk_norm", "max_angle")}
+    rope = np.array([layer["rope"]["style"] != "none" for layer in cfg["layers"]]).reshape(-1, 1, 1, 1)
+    # The logit error Delta (docs/tolerances.md section 2).
+    delta = tau * (u_q + u_k + LAMBDA * math.sqrt(D + 2.0) * u_acc) * s["max_abs_dot"]
+    delta = delta + tau * s["max_tie_dot"]
+    delta = delta + u_acc * (2.0 * s["max_abs_score"] + 4.0)
+    if cap is not None:
+        delta = delta + 4.0 * u_acc * cap
+    delta = delta + np.where(rope, tau * 2.0 * u_ang * (s["max_angle"] + 8.0) * s["max_qk_norm"], 0.0)
+    # From Delta to the output (section 3).
+    sqrt_n = np.sqrt(np.maximum(s["n_keys"], 1.0))
+    grow = np.expm1(2.0 * delta)
+    e2d = grow + 1.0
+    b = grow * t["dim.spread"]
+    b = b + e2d * (t["dim.tie_mass"] + u_v * t["dim.abs_mass"])
+    b = b + e2d * ((LAMBDA * sqrt_n + 1.0) * u_acc + u_p) * t["dim.abs_mass"]
+    b = b + ((LAMBDA * sqrt_n + 2.0) * u_acc + u_out) * t["dim.abs_out"]
+    tiny = max(TINY[profile["accumulator"]], TINY[profile["p_before_pv"]])
+    b = b + tiny * (s["n_keys"] + 2.0) * (1.0 + t["dim.max_abs_v"]) + TINY[profile["output"]]
+    return SAFETY * b
