@@ -18,6 +18,7 @@ struct CheckOptions {
   std::vector<std::string> engines;  ///< empty: every built-in engine
   std::string golden_dir;
   bool properties = false;
+  bool no_golden = false;  ///< properties only
   int cases = 100;
   uint64_t seed = 1;
   std::string filter, exclude, xfail_file;

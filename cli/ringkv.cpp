@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
                     "docs/engine-abi.md). Repeatable. Default: every built-in engine available here");
   check->add_option("--golden", chk.golden_dir, "Folder holding manifest.json and cases/ (default: the committed set)");
   check->add_flag("--properties", chk.properties, "Also run the 12 RapidCheck properties against the engine");
+  check->add_flag("--no-golden", chk.no_golden, "With --properties: run the properties only, no golden cases");
   check->add_option("--cases", chk.cases, "Cases per property with --properties (default 100)")->check(CLI::Range(1, 1000000));
   check->add_option("--seed", chk.seed, "RapidCheck seed for --properties (default 1; a failure prints it)");
   check->add_option("--filter", chk.filter, "Only golden cases (name, id or class) and properties matching this regex");

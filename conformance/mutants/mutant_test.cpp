@@ -24,26 +24,12 @@ namespace {
 
 constexpr int kDefaultCases = 100;  // RapidCheck's default max_success
 
-// The i-th case a property sees: fixed seed, RapidCheck's size ramp 0..99.
 Case fixed_case(const PropertyInfo& p, size_t property_index, int i) {
-  const uint64_t seed = hash_coords(0x6d7574616e74ull, property_index, static_cast<uint64_t>(i));
-  return gen_case(ReferenceEngine::capabilities(), p.options)(rc::Random(seed), i % 100).value();
+  return conformance::fixed_case(ReferenceEngine::capabilities(), p, property_index, i);
 }
 
-struct Verdict {
-  bool failed = false;
-  std::string message;
-};
-
-Verdict run_one(const PropertyInfo& p, const EngineFactory& f, const Case& c) {
-  try {
-    p.run(f, c);
-  } catch (const rc::detail::CaseResult& r) {
-    if (r.type == rc::detail::CaseResult::Type::Failure) return {true, r.description};
-  } catch (const std::exception& e) {
-    return {true, std::string("threw: ") + e.what()};
-  }
-  return {};
+PropertyVerdict run_one(const PropertyInfo& p, const EngineFactory& f, const Case& c) {
+  return run_property_once(p, f, c);
 }
 
 struct Kill {
@@ -58,7 +44,7 @@ std::optional<Kill> hunt(const EngineFactory& f, int cases) {
   for (int i = 0; i < cases; ++i) {
     for (size_t k = 0; k < props.size(); ++k) {
       const Case c = fixed_case(props[k], k, i);
-      const Verdict v = run_one(props[k], f, c);
+      const PropertyVerdict v = run_one(props[k], f, c);
       if (v.failed) return Kill{props[k].name, i, c.id(), v.message};
     }
   }

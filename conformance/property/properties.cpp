@@ -10,6 +10,7 @@
 
 #include "ringkv/quant.hpp"
 #include "support/oracle.hpp"
+#include "support/rng.hpp"
 #include "support/runner.hpp"
 
 namespace ringkv::conformance {
@@ -600,6 +601,22 @@ const std::vector<PropertyInfo>& all_properties() {
     };
   }();
   return props;
+}
+
+Case fixed_case(const Capabilities& caps, const PropertyInfo& p, size_t property_index, int i) {
+  const uint64_t seed = hash_coords(0x6d7574616e74ull, property_index, static_cast<uint64_t>(i));
+  return gen_case(caps, p.options)(rc::Random(seed), i % 100).value();
+}
+
+PropertyVerdict run_property_once(const PropertyInfo& p, const EngineFactory& f, const Case& c) {
+  try {
+    p.run(f, c);
+  } catch (const rc::detail::CaseResult& r) {
+    if (r.type == rc::detail::CaseResult::Type::Failure) return {true, r.description};
+  } catch (const std::exception& e) {
+    return {true, std::string("threw: ") + e.what()};
+  }
+  return {};
 }
 
 const PropertyInfo& property(const std::string& name) {

@@ -30,6 +30,17 @@ struct PropertyInfo {
 const std::vector<PropertyInfo>& all_properties();
 const PropertyInfo& property(const std::string& name);
 
+/// The i-th fixed case of a property (seeded, no shrinking): what the mutant checks run, so a
+/// kill never depends on chance. Sizes ramp like RapidCheck's (i % 100).
+Case fixed_case(const Capabilities& caps, const PropertyInfo& p, size_t property_index, int i);
+
+struct PropertyVerdict {
+  bool failed = false;
+  std::string message;
+};
+/// Runs a property once outside RapidCheck: a failed RC_ASSERT or an exception is a failure.
+PropertyVerdict run_property_once(const PropertyInfo& p, const EngineFactory& f, const Case& c);
+
 // 1. every output within the bound of the oracle's, for every storage format
 void prop_oracle_equality(const EngineFactory& f, const Case& c);
 // 2. after every step the ring holds exactly the visible set, sinks intact, nothing stale

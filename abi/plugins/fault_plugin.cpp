@@ -1,0 +1,76 @@
+// Fault-injection plugins: a reference engine that misbehaves in step 3 (the
+// fourth step() call of an engine) of any engine whose config has
+// max_tokens == kTrigger, and is correct otherwise. Built four times:
+//   RINGKV_FAULT_crash  writes to a page it may not touch (SIGSEGV)
+//   RINGKV_FAULT_abort  calls abort() (SIGABRT)
+//   RINGKV_FAULT_hang   loops forever (the per-call timeout must kill it)
+//   RINGKV_FAULT_oob    computes the step, then writes one float past the end of out
+// The tests check that the failing case reports exactly that, and that the
+// next case runs in a fresh worker.
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "export_engine.hpp"
+#include "ringkv/reference_engine.hpp"
+
+namespace {
+
+constexpr int64_t kTrigger = 613;
+constexpr int64_t kFaultStep = 3;
+
+class FaultEngine final : public ringkv::Engine {
+ public:
+  explicit FaultEngine(const ringkv::Config& c) : inner_(ringkv::make_reference_engine(c)), armed_(c.max_tokens == kTrigger) {}
+
+  ringkv::EngineInfo info() const override { return inner_->info(); }
+  const ringkv::Config& config() const override { return inner_->config(); }
+  void step(const ringkv::StepBatch& batch) override {
+    const bool fault = armed_ && steps_++ == kFaultStep;
+#if defined(RINGKV_FAULT_crash)
+    if (fault) {  // a real invalid write (a page with no access), which no sanitizer intercepts as UB
+      void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      *static_cast<volatile int*>(page) = 42;
+    }
+#elif defined(RINGKV_FAULT_abort)
+    if (fault) std::abort();
+#elif defined(RINGKV_FAULT_hang)
+    while (fault) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+#endif
+    inner_->step(batch);
+#if defined(RINGKV_FAULT_oob)
+    if (fault && !batch.appends.empty()) {
+      const ringkv::SequenceStep& s = batch.appends[0];
+      const ringkv::Config& c = inner_->config();
+      const auto n = static_cast<size_t>(c.layers.size()) * static_cast<size_t>(s.n_tokens) *
+                     static_cast<size_t>(c.num_q_heads) * static_cast<size_t>(c.head_dim);
+      s.out[n] = 1.0f;  // one past the end
+    }
+#endif
+    (void)fault;
+  }
+  void reset(int sequence, int64_t p0) override { inner_->reset(sequence, p0); }
+  std::optional<ringkv::CacheSnapshot> snapshot(int layer, int sequence) const override { return inner_->snapshot(layer, sequence); }
+  size_t cache_bytes() const override { return inner_->cache_bytes(); }
+  bool poison_empty_slots() override { return inner_->poison_empty_slots(); }
+
+ private:
+  std::unique_ptr<ringkv::Engine> inner_;
+  bool armed_;
+  int64_t steps_ = 0;
+};
+
+ringkv::abi::ExportSpec make_spec() {
+  ringkv::abi::ExportSpec s;
+  s.factory = ringkv::reference_engine_factory();
+  s.factory.name = "fault";
+  s.factory.create = [](const ringkv::Config& c) -> std::unique_ptr<ringkv::Engine> { return std::make_unique<FaultEngine>(c); };
+  return s;
+}
+
+}  // namespace
+
+RINGKV_EXPORT_ENGINE(make_spec)

@@ -1,0 +1,30 @@
+// libringkv_plugin_mutant_<name>.so: one mutant of conformance/mutants as a
+// plugin, picked at compile time by RINGKV_MUTANT_NAME. Every mutant must be
+// caught through the ABI exactly as in process; the controls must pass.
+#include <stdexcept>
+#include <string>
+
+#include "export_engine.hpp"
+#include "mutants/mutants.hpp"
+
+#ifndef RINGKV_MUTANT_NAME
+#error "define RINGKV_MUTANT_NAME"
+#endif
+
+namespace {
+
+ringkv::abi::ExportSpec make_spec() {
+  for (const ringkv::conformance::MutantInfo& m : ringkv::conformance::all_mutants()) {
+    if (std::string(m.name) != RINGKV_MUTANT_NAME) continue;
+    ringkv::abi::ExportSpec s;
+    s.factory = m.factory;
+    s.factory.name = std::string("mutant:") + m.name;
+    s.deterministic = true;  // every engine reports its own profile through get_info
+    return s;
+  }
+  throw std::logic_error("no mutant named " RINGKV_MUTANT_NAME);  // export_engine returns NULL
+}
+
+}  // namespace
+
+RINGKV_EXPORT_ENGINE(make_spec)

@@ -1,0 +1,837 @@
+#include "plugin_engine.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "protocol.hpp"
+#include "ringkv/error.hpp"
+#include "ringkv/quant.hpp"
+#include "ringkv/ring.hpp"
+#include "ringkv/rope.hpp"
+#include "support/config_json.hpp"
+
+#ifndef RINGKV_ABI_DEFAULT_WORKER
+#define RINGKV_ABI_DEFAULT_WORKER ""
+#endif
+
+namespace ringkv::abi {
+
+using namespace wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGXCPU: return "SIGXCPU";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool is_executable(const std::string& path) { return !path.empty() && ::access(path.c_str(), X_OK) == 0; }
+
+std::string find_worker(const PluginOptions& opts) {
+  if (!opts.worker_path.empty()) return opts.worker_path;
+  if (const char* env = std::getenv("RINGKV_PLUGIN_WORKER"); env && *env) return env;
+  std::vector<char> self(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
+  if (n > 0) {
+    const std::string exe(self.data(), static_cast<size_t>(n));
+    const std::string next_to = exe.substr(0, exe.find_last_of('/') + 1) + "ringkv_plugin_worker";
+    if (is_executable(next_to)) return next_to;
+  }
+  if (is_executable(RINGKV_ABI_DEFAULT_WORKER)) return RINGKV_ABI_DEFAULT_WORKER;
+  return "ringkv_plugin_worker";  // PATH
+}
+
+const char* status_name(uint32_t s) {
+  switch (s) {
+    case RINGKV_OK: return "RINGKV_OK";
+    case RINGKV_ERR_INVALID_ARGUMENT: return "RINGKV_ERR_INVALID_ARGUMENT";
+    case RINGKV_ERR_CONFIG: return "RINGKV_ERR_CONFIG";
+    case RINGKV_ERR_STEP: return "RINGKV_ERR_STEP";
+    case RINGKV_ERR_UNSUPPORTED: return "RINGKV_ERR_UNSUPPORTED";
+    case RINGKV_ERR_OUT_OF_MEMORY: return "RINGKV_ERR_OUT_OF_MEMORY";
+    case RINGKV_ERR_INTERNAL: return "RINGKV_ERR_INTERNAL";
+    case RINGKV_ERR_VERSION: return "RINGKV_ERR_VERSION";
+    default: return "unknown status";
+  }
+}
+
+// Maps between ringkv's enums and the ABI's (the same order, checked here once).
+static_assert(static_cast<int>(DType::int8) == RINGKV_DTYPE_INT8 && static_cast<int>(DType::fp8_e5m2) == RINGKV_DTYPE_FP8_E5M2);
+static_assert(static_cast<int>(Int8Scheme::static_tensor) == RINGKV_INT8_STATIC_TENSOR);
+static_assert(static_cast<int>(Rounding::half_away) == RINGKV_ROUNDING_HALF_AWAY);
+static_assert(static_cast<int>(RopeStyle::gptj) == RINGKV_ROPE_GPTJ);
+static_assert(static_cast<int>(RopeScaling::ntk) == RINGKV_ROPE_SCALING_NTK);
+static_assert(static_cast<int>(Precision::int8) == RINGKV_PRECISION_INT8 && static_cast<int>(Precision::tf32) == RINGKV_PRECISION_TF32);
+
+template <typename E>
+bool in_mask(uint32_t mask, E e) {
+  return (mask >> static_cast<unsigned>(e)) & 1u;
+}
+
+template <typename E, size_t N>
+std::vector<E> from_mask(uint32_t mask, const E (&all)[N], E fallback) {
+  std::vector<E> out;
+  for (E e : all) {
+    if (in_mask(mask, e)) out.push_back(e);
+  }
+  if (out.empty()) out.push_back(fallback);
+  return out;
+}
+
+
+Precision precision_of(int32_t p, DType configured, const std::string& field) {
+  if (p == RINGKV_PRECISION_AS_CONFIGURED) return ringkv::precision_of(configured);
+  if (p < RINGKV_PRECISION_F64 || p > RINGKV_PRECISION_INT8) {
+    throw Error("plugin declares precision." + field + " = " + std::to_string(p) + ": not a ringkv_precision");
+  }
+  return static_cast<Precision>(p);
+}
+
+PrecisionProfile map_profile(const ringkv_precision_profile& p, const Config& c) {
+  PrecisionProfile r;
+  r.q_dot = precision_of(p.q_dot, c.k_format.dtype, "q_dot");
+  r.k_storage = precision_of(p.k_storage, c.k_format.dtype, "k_storage");
+  r.v_storage = precision_of(p.v_storage, c.v_format.dtype, "v_storage");
+  r.accumulator = precision_of(p.accumulator, c.k_format.dtype, "accumulator");
+  r.p_before_pv = precision_of(p.p_before_pv, c.k_format.dtype, "p_before_pv");
+  r.output = precision_of(p.output, c.k_format.dtype, "output");
+  r.rope_angle = precision_of(p.rope_angle, c.k_format.dtype, "rope_angle");
+  return r;
+}
+
+constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
+constexpr Int8Scheme kSchemes[] = {Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
+constexpr RopeStyle kStyles[] = {RopeStyle::none, RopeStyle::neox, RopeStyle::gptj};
+constexpr RopeScaling kScalings[] = {RopeScaling::none, RopeScaling::linear, RopeScaling::ntk};
+
+// ---------------------------------------------------------------- the worker process
+
+class Worker {
+ public:
+  Worker(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() {
+    if (fd_ >= 0) ::close(fd_);
+    if (pid_ > 0) {
+      // It exits as soon as it sees the socket close; give it a moment, then make sure.
+      for (int i = 0; i < 200; ++i) {
+        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  int fd() const { return fd_; }
+
+  void kill_now() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  // After the socket broke: how the process ended ("crashed with SIGSEGV", "exited with status 1").
+  std::string reap() {
+    if (pid_ <= 0) return "ended";
+    int status = 0;
+    pid_t r = 0;
+    for (int i = 0; i < 2000 && r == 0; ++i) {  // it closed the socket, so it is (almost) gone
+      r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (r == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return "closed its connection (killed)";
+    }
+    pid_ = -1;
+    if (WIFSIGNALED(status)) {
+      const int sig = WTERMSIG(status);
+      return "crashed with " + signal_name(sig) + (sig == SIGABRT ? " (abort)" : "");
+    }
+    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    return "ended";
+  }
+
+ private:
+  pid_t pid_;
+  int fd_;
+};
+
+enum class Io { ok, timeout, closed };
+
+int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+}
+
+// Waits until fd is ready for `events` or the deadline passes (ok also after EINTR: retry).
+Io wait_ready(int fd, short events, Clock::time_point deadline) {
+  pollfd pfd{fd, events, 0};
+  const int left = remaining_ms(deadline);
+  if (left == 0) return Io::timeout;
+  const int pr = ::poll(&pfd, 1, left);
+  if (pr == 0) return Io::timeout;
+  if (pr < 0 && errno != EINTR) return Io::closed;
+  return Io::ok;
+}
+
+Io send_all(int fd, const uint8_t* p, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (const Io w = wait_ready(fd, POLLOUT, deadline); w != Io::ok) return w;
+      continue;
+    }
+    return Io::closed;
+  }
+  return Io::ok;
+}
+
+Io recv_all(int fd, uint8_t* p, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return Io::closed;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (const Io w = wait_ready(fd, POLLIN, deadline); w != Io::ok) return w;
+      continue;
+    }
+    return Io::closed;
+  }
+  return Io::ok;
+}
+
+struct Reply {
+  uint32_t status = 0;
+  std::vector<uint8_t> payload;
+  std::string message() const { return std::string(payload.begin(), payload.end()); }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- PluginHost
+
+class PluginHost {
+ public:
+  PluginHost(std::string path, PluginOptions opts) : path_(std::move(path)), name_(base_name(path_)), opts_(std::move(opts)) {
+    opts_.guard_floats = std::max(4, (opts_.guard_floats + 3) / 4 * 4);
+    std::lock_guard<std::mutex> lock(mu_);
+    start_locked();
+  }
+
+  const std::string& path() const { return path_; }
+  const std::string& name() const { return name_; }
+  const ringkv_capabilities& caps() const { return caps_; }
+  const Capabilities& mapped() const { return mapped_; }
+  uint32_t abi_version() const { return abi_version_; }
+  bool has(uint32_t flag) const { return (flags_ & flag) != 0; }
+  int started() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return started_;
+  }
+  int pid() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return worker_ ? worker_->pid() : -1;
+  }
+
+  /// The generation of a live worker, starting one if none is alive.
+  uint64_t ensure_worker() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!worker_) start_locked();
+    return generation_;
+  }
+  bool alive(uint64_t generation) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return worker_ && generation == generation_;
+  }
+
+  /// One request. Throws for every failure except the plugin statuses in `pass` (returned to the caller).
+  Reply call(uint64_t generation, Op op, std::vector<uint8_t>& payload, const std::string& during,
+             std::initializer_list<uint32_t> pass = {}) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return call_locked(generation, op, payload, during, opts_.timeout_ms, pass);
+  }
+
+  /// Kills the worker (after an out-of-bounds write its memory is suspect).
+  void kill_worker_locked(const std::string& why) {
+    if (worker_) worker_->kill_now();
+    worker_.reset();
+    death_ = why;
+  }
+
+  std::string config_json(const Config& config) const {
+    nlohmann::json j = conformance::config_to_json(config);
+    const bool left = caps_.window_convention == RINGKV_WINDOW_LEFT;
+    j["window_convention"] = left ? "left" : "w";
+    j["qk_rotated"] = caps_.wants_rotated_qk != 0;
+    if (left) {
+      for (nlohmann::json& layer : j["layers"]) {
+        layer["window_left"] = layer["window"].get<int64_t>() - 1;
+        layer.erase("window");
+      }
+    }
+    return j.dump();
+  }
+
+  std::string unsupported(const Config& c) const {
+    const ringkv_capabilities& k = caps_;
+    const auto fmt_ok = [&](const KvFormat& f, uint32_t mask, const char* which) -> std::string {
+      const uint32_t dt = mask == 0 ? 1u : mask;
+      if (!in_mask(dt, f.dtype)) return std::string(which) + " dtype " + to_string(f.dtype) + " is not supported";
+      if (f.dtype == DType::int8) {
+        if (!in_mask(k.int8_schemes, f.int8_scheme)) return std::string(which) + " int8 scheme " + to_string(f.int8_scheme) + " is not supported";
+        const uint32_t rm = k.int8_roundings == 0 ? 1u : k.int8_roundings;
+        if (!in_mask(rm, f.rounding)) return std::string(which) + " int8 rounding " + to_string(f.rounding) + " is not supported";
+      }
+      return "";
+    };
+    if (std::string w = fmt_ok(c.k_format, k.k_dtypes, "K"); !w.empty()) return w;
+    if (std::string w = fmt_ok(c.v_format, k.v_dtypes, "V"); !w.empty()) return w;
+    if (k.num_head_dims > 0) {
+      const int32_t* end = k.head_dims + std::min<uint32_t>(k.num_head_dims, RINGKV_MAX_HEAD_DIMS);
+      if (std::find(k.head_dims, end, c.head_dim) == end) return "head_dim " + std::to_string(c.head_dim) + " is not supported";
+    }
+    if (k.max_layers > 0 && c.layers.size() > static_cast<size_t>(k.max_layers)) {
+      return std::to_string(c.layers.size()) + " layers > max_layers " + std::to_string(k.max_layers);
+    }
+    if (k.max_batch > 0 && c.batch > k.max_batch) return "batch " + std::to_string(c.batch) + " > max_batch " + std::to_string(k.max_batch);
+    if (k.max_tokens > 0 && c.max_tokens > k.max_tokens) {
+      return "max_tokens " + std::to_string(c.max_tokens) + " > the plugin's max_tokens " + std::to_string(k.max_tokens);
+    }
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+      const LayerConfig& L = c.layers[l];
+      const std::string at = "layers[" + std::to_string(l) + "]: ";
+      if (k.max_window > 0 && L.window < c.max_tokens && L.window > k.max_window) {
+        return at + "window " + std::to_string(L.window) + " > max_window " + std::to_string(k.max_window);
+      }
+      if (L.sinks > 0 && !k.sinks) return at + "sinks are not supported";
+      const uint32_t styles = k.rope_styles == 0 ? 1u : k.rope_styles;
+      if (!in_mask(styles, L.rope.style)) return at + "rope style " + std::string(to_string(L.rope.style)) + " is not supported";
+      const uint32_t scalings = k.rope_scalings == 0 ? 1u : k.rope_scalings;
+      if (L.rope.style != RopeStyle::none && !in_mask(scalings, L.rope.scaling)) {
+        return at + "rope scaling " + std::string(to_string(L.rope.scaling)) + " is not supported";
+      }
+    }
+    if (c.softcap && !k.softcap) return "softcap is not supported";
+    if (!c.sink_logits.empty() && !k.sink_logits) return "sink logits are not supported";
+    return "";
+  }
+
+ private:
+  void start_locked() {
+    const std::string worker = find_worker(opts_);
+    if (worker.find('/') != std::string::npos && !is_executable(worker)) {
+      throw Error("plugin " + name_ + ": the worker executable " + worker +
+                  " is missing or not executable (set PluginOptions::worker_path or $RINGKV_PLUGIN_WORKER)");
+    }
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      throw Error("plugin " + name_ + ": socketpair failed: " + std::strerror(errno));
+    }
+    const std::string guard = std::to_string(opts_.guard_floats);
+    std::vector<char*> argv{const_cast<char*>(worker.c_str()), const_cast<char*>(path_.c_str()),
+                            const_cast<char*>(guard.c_str()), nullptr};
+    const bool search = worker.find('/') == std::string::npos;
+    sigset_t no_signals;
+    sigemptyset(&no_signals);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(sv[0]);
+      ::close(sv[1]);
+      throw Error("plugin " + name_ + ": fork failed: " + std::strerror(errno));
+    }
+    if (pid == 0) {  // the child: only async-signal-safe calls until exec
+      ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);  // whatever this thread blocked, the worker does not
+      if (sv[1] == kWorkerFd) {
+        ::fcntl(kWorkerFd, F_SETFD, 0);
+      } else {
+        ::dup2(sv[1], kWorkerFd);  // the copy is not close-on-exec
+      }
+      if (search) {
+        ::execvp(argv[0], argv.data());
+      } else {
+        ::execv(argv[0], argv.data());
+      }
+      static const char msg[] = "ringkv: cannot exec the plugin worker\n";
+      [[maybe_unused]] const ssize_t w = ::write(2, msg, sizeof msg - 1);
+      ::_exit(127);
+    }
+    ::close(sv[1]);
+    worker_ = std::make_unique<Worker>(pid, sv[0]);
+    ++started_;
+    ++generation_;
+    death_.clear();
+    std::vector<uint8_t> none;
+    const Reply r = call_locked(generation_, Op::hello, none, "startup", opts_.startup_timeout_ms, {});
+    Reader in(r.payload.data(), r.payload.size());
+    abi_version_ = in.get<uint32_t>();
+    in.get<uint32_t>();  // the table's struct_size (checked by the worker)
+    flags_ = in.get<uint32_t>();
+    caps_ = in.get<ringkv_capabilities>();
+    mapped_ = map_capabilities(caps_, has(kHasSnapshot));
+  }
+
+  Reply call_locked(uint64_t generation, Op op, std::vector<uint8_t>& payload, const std::string& during,
+                    int timeout_ms, std::initializer_list<uint32_t> pass) {
+    if (!worker_ || generation != generation_) {
+      throw Error("plugin " + name_ + ": the worker process of this engine is gone (" +
+                  (death_.empty() ? std::string("restarted") : death_) + "); create a new engine");
+    }
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    Header h;
+    h.code = static_cast<uint32_t>(op);
+    h.length = payload.size();
+    const int fd = worker_->fd();
+    Io io = send_all(fd, reinterpret_cast<const uint8_t*>(&h), sizeof h, deadline);
+    if (io == Io::ok) io = send_all(fd, payload.data(), payload.size(), deadline);
+    Reply reply;
+    Header rh;
+    if (io == Io::ok) io = recv_all(fd, reinterpret_cast<uint8_t*>(&rh), sizeof rh, deadline);
+    if (io == Io::ok && rh.length > kMaxPayload) {
+      kill_worker_locked("sent a garbled reply");
+      throw Error("plugin " + name_ + ": the worker sent a garbled reply during " + during);
+    }
+    if (io == Io::ok) {
+      reply.payload.resize(rh.length);
+      io = recv_all(fd, reply.payload.data(), reply.payload.size(), deadline);
+    }
+    if (io == Io::timeout) {
+      kill_worker_locked("timed out after " + std::to_string(timeout_ms) + " ms in " + during);
+      throw Error("plugin " + name_ + " timed out after " + std::to_string(timeout_ms) + " ms in " + during +
+                  " (the worker was killed; the next engine gets a fresh one)");
+    }
+    if (io == Io::closed) {
+      const std::string how = worker_->reap();
+      worker_.reset();
+      death_ = how + " during " + during;
+      throw Error("plugin " + name_ + " " + how + " during " + during + " (the next engine gets a fresh worker)");
+    }
+    reply.status = rh.code;
+    if (reply.status == RINGKV_OK) return reply;
+    for (uint32_t s : pass) {
+      if (reply.status == s) return reply;
+    }
+    const std::string msg = reply.message();
+    switch (reply.status) {
+      case kStatusOutOfBounds:
+        kill_worker_locked("wrote out of bounds during " + during);
+        throw Error("plugin " + name_ + " wrote out of bounds during " + during + ": " + msg +
+                    " (the worker was killed; the next engine gets a fresh one)");
+      case kStatusWorkerError:
+        kill_worker_locked(msg);
+        throw Error(msg);
+      case RINGKV_ERR_CONFIG:
+        throw ConfigError(msg.empty() ? "plugin " + name_ + " rejected the config" : msg);
+      case RINGKV_ERR_STEP:
+        throw StepError(msg.empty() ? "plugin " + name_ + " rejected the " + during : msg);
+      default:
+        throw Error("plugin " + name_ + ": " + during + " failed with " + status_name(reply.status) +
+                    (msg.empty() ? "" : ": " + msg));
+    }
+  }
+
+  std::string path_, name_;
+  PluginOptions opts_;
+  ringkv_capabilities caps_{};
+  Capabilities mapped_;
+  uint32_t abi_version_ = 0, flags_ = 0;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<Worker> worker_;
+  uint64_t generation_ = 0;
+  int started_ = 0;
+  std::string death_;
+};
+
+// ---------------------------------------------------------------- the engine
+
+namespace {
+
+class PluginEngine final : public Engine {
+ public:
+  PluginEngine(std::shared_ptr<PluginHost> host, const Config& config) : host_(std::move(host)), config_(config) {
+    validate(config_);
+    if (const std::string why = host_->unsupported(config_); !why.empty()) {
+      throw ConfigError("config outside plugin " + host_->name() + "'s declared capabilities: " + why);
+    }
+    const auto B = static_cast<size_t>(config_.batch);
+    p0_.resize(B);
+    seen_.assign(B, 0);
+    for (int s = 0; s < config_.batch; ++s) p0_[static_cast<size_t>(s)] = start_position(config_, s);
+    rotate_ = host_->caps().wants_rotated_qk != 0;
+
+    generation_ = host_->ensure_worker();
+    Writer w;
+    w.put(static_cast<uint32_t>(config_.layers.size()));
+    w.put(static_cast<uint32_t>(config_.num_q_heads));
+    w.put(static_cast<uint32_t>(config_.num_kv_heads));
+    w.put(static_cast<uint32_t>(config_.head_dim));
+    w.put(static_cast<uint32_t>(config_.batch));
+    w.put_string(host_->config_json(config_));
+    const Reply r = host_->call(generation_, Op::create, w.bytes(), "create");
+    Reader in(r.payload.data(), r.payload.size());
+    handle_ = in.get<uint64_t>();
+
+    info_.name = std::string("plugin:") + host_->caps().name;
+    info_.deterministic = host_->caps().deterministic != 0;
+    info_.precision = map_profile(host_->caps().precision, config_);
+    if (!host_->has(kHasInfo)) return;
+    try {
+      Writer q;
+      q.put(handle_);
+      const Reply ri = host_->call(generation_, Op::info, q.bytes(), "get_info", {RINGKV_ERR_UNSUPPORTED});
+      if (ri.status == RINGKV_OK) {
+        Reader ir(ri.payload.data(), ri.payload.size());
+        const auto info = ir.get<ringkv_engine_info>();
+        if (info.name[0] != '\0') info_.name = std::string("plugin:") + info.name;
+        info_.deterministic = info.deterministic != 0;
+        info_.precision = map_profile(info.precision, config_);
+      }
+    } catch (...) {
+      destroy_remote();  // no engine object will own the handle
+      throw;
+    }
+  }
+
+  ~PluginEngine() override { destroy_remote(); }
+
+  EngineInfo info() const override { return info_; }
+  const Config& config() const override { return config_; }
+
+  void step(const StepBatch& batch) override {
+    const std::string during = "step " + std::to_string(steps_);
+    const int B = config_.batch;
+    const auto L = static_cast<int64_t>(config_.layers.size());
+    const int64_t Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
+    // Positions after this step's resets (for rotation and for our own bookkeeping).
+    std::vector<int64_t> p0 = p0_, seen = seen_;
+    for (const SequenceReset& r : batch.resets) {
+      if (r.sequence >= 0 && r.sequence < B) {
+        p0[static_cast<size_t>(r.sequence)] = r.start_position;
+        seen[static_cast<size_t>(r.sequence)] = 0;
+      }
+    }
+    for (size_t a = 0; a < batch.appends.size(); ++a) {
+      const SequenceStep& s = batch.appends[a];
+      const std::string at = "step.appends[" + std::to_string(a) + "].";
+      if (s.n_tokens < 0 || s.n_tokens > config_.max_tokens) {
+        throw StepError(at + "n_tokens = " + std::to_string(s.n_tokens) + ": must be in [1, max_tokens = " +
+                        std::to_string(config_.max_tokens) + "]");
+      }
+      if (s.n_tokens > 0 && (!s.q || !s.k || !s.v || !s.out)) throw StepError(at + "q/k/v/out: must be non-null");
+    }
+    Writer w;
+    size_t floats = 0;
+    for (const SequenceStep& s : batch.appends) floats += static_cast<size_t>(L * s.n_tokens * (2 * Hq + 2 * Hkv) * D);
+    w.reserve(64 + 12 * (batch.resets.size() + batch.appends.size()) + 4 * floats);
+    w.put(handle_);
+    w.put(static_cast<uint32_t>(batch.resets.size()));
+    w.put(static_cast<uint32_t>(batch.appends.size()));
+    for (const SequenceReset& r : batch.resets) {
+      w.put(static_cast<int32_t>(r.sequence));
+      w.put(r.start_position);
+    }
+    for (const SequenceStep& s : batch.appends) {
+      w.put(static_cast<int32_t>(s.sequence));
+      w.put(s.n_tokens);
+    }
+    std::vector<float> rot;
+    for (const SequenceStep& s : batch.appends) {
+      const auto n = s.n_tokens;
+      const size_t qn = static_cast<size_t>(L * n * Hq * D), kvn = static_cast<size_t>(L * n * Hkv * D);
+      const bool can_rotate = rotate_ && s.sequence >= 0 && s.sequence < B;
+      if (can_rotate) {
+        const int64_t first = p0[static_cast<size_t>(s.sequence)] + seen[static_cast<size_t>(s.sequence)];
+        rotated(s.q, n, Hq, first, rot);
+        w.put_array(rot.data(), qn);
+        rotated(s.k, n, Hkv, first, rot);
+        w.put_array(rot.data(), kvn);
+      } else {
+        w.put_array(s.q, qn);
+        w.put_array(s.k, kvn);
+      }
+      w.put_array(s.v, kvn);
+    }
+    const Reply r = host_->call(generation_, Op::step, w.bytes(), during);
+    ++steps_;
+    Reader in(r.payload.data(), r.payload.size());
+    for (const SequenceStep& s : batch.appends) in.get_array(s.out, static_cast<size_t>(L * s.n_tokens * Hq * D));
+    for (const SequenceStep& s : batch.appends) {
+      if (s.sequence >= 0 && s.sequence < B) seen[static_cast<size_t>(s.sequence)] += s.n_tokens;
+    }
+    p0_ = std::move(p0);
+    seen_ = std::move(seen);
+  }
+
+  void reset(int sequence, int64_t start_position) override {
+    Writer w;
+    w.put(handle_);
+    w.put(static_cast<int32_t>(sequence));
+    w.put(start_position);
+    host_->call(generation_, Op::reset, w.bytes(), "reset of sequence " + std::to_string(sequence) + " after step " +
+                                                       std::to_string(steps_));
+    if (sequence >= 0 && sequence < config_.batch) {
+      p0_[static_cast<size_t>(sequence)] = start_position;
+      seen_[static_cast<size_t>(sequence)] = 0;
+    }
+  }
+
+  std::optional<CacheSnapshot> snapshot(int layer, int sequence) const override {
+    if (!host_->mapped().snapshot) return std::nullopt;
+    if (layer < 0 || layer >= static_cast<int>(config_.layers.size())) {
+      throw StepError("snapshot layer = " + std::to_string(layer) + ": must be in [0, " +
+                      std::to_string(config_.layers.size()) + ")");
+    }
+    if (sequence < 0 || sequence >= config_.batch) {
+      throw StepError("snapshot sequence = " + std::to_string(sequence) + ": must be in [0, " +
+                      std::to_string(config_.batch) + ")");
+    }
+    // The spec ring of this (layer, sequence): which token each slot holds now (spec §3).
+    const LayerConfig& Lc = config_.layers[static_cast<size_t>(layer)];
+    const RingGeometry geo{Lc.sinks, Lc.window, ring_capacity(Lc, config_.max_tokens)};
+    const int64_t seen = seen_[static_cast<size_t>(sequence)], p0 = p0_[static_cast<size_t>(sequence)];
+    std::vector<int64_t> token_of(static_cast<size_t>(geo.capacity), -1);
+    const int64_t ring = geo.capacity - geo.sinks;
+    for (int64_t j = 0; j < std::min(seen, geo.sinks); ++j) token_of[static_cast<size_t>(j)] = j;  // the sinks
+    for (int64_t j = std::max(geo.sinks, seen - ring); j < seen; ++j) {  // the last `ring` tokens, one per slot
+      token_of[static_cast<size_t>(geo.slot_of(j))] = j;
+    }
+    std::vector<int64_t> slots, positions;
+    for (int64_t slot = 0; slot < geo.capacity; ++slot) {
+      if (token_of[static_cast<size_t>(slot)] >= 0) {
+        slots.push_back(slot);
+        positions.push_back(p0 + token_of[static_cast<size_t>(slot)]);
+      }
+    }
+    const int H = config_.num_kv_heads, D = config_.head_dim;
+    const bool k8 = config_.k_format.dtype == DType::int8, v8 = config_.v_format.dtype == DType::int8;
+    const auto kspr = static_cast<uint32_t>(scales_per_row(config_.k_format, D));
+    const auto vspr = static_cast<uint32_t>(scales_per_row(config_.v_format, D));
+    Writer w;
+    w.put(handle_);
+    w.put(static_cast<int32_t>(layer));
+    w.put(static_cast<int32_t>(sequence));
+    w.put(static_cast<uint32_t>(positions.size()));
+    w.put(kspr);
+    w.put(vspr);
+    w.put(static_cast<uint32_t>(k8));
+    w.put(static_cast<uint32_t>(v8));
+    w.put_array(positions.data(), positions.size());
+    const Reply r = host_->call(generation_, Op::snapshot, w.bytes(),
+                                "snapshot of layer " + std::to_string(layer) + ", sequence " + std::to_string(sequence) +
+                                    " after step " + std::to_string(steps_),
+                                {RINGKV_ERR_UNSUPPORTED});
+    if (r.status == RINGKV_ERR_UNSUPPORTED) return std::nullopt;
+    Reader in(r.payload.data(), r.payload.size());
+    const auto codes_written = in.get<int32_t>();
+    const auto capacity_rows = in.get<int64_t>();
+    const size_t count = positions.size(), row = static_cast<size_t>(H) * static_cast<size_t>(D);
+    std::vector<uint8_t> present(count);
+    std::vector<float> k(count * row), v(count * row);
+    in.get_array(present.data(), count);
+    in.get_array(k.data(), k.size());
+    in.get_array(v.data(), v.size());
+    std::vector<int8_t> kc, vc;
+    std::vector<float> ks, vs;
+    if (codes_written) {
+      kc.resize(k8 ? count * row : 0);
+      vc.resize(v8 ? count * row : 0);
+      ks.resize(k8 ? count * static_cast<size_t>(H) * kspr : 0);
+      vs.resize(v8 ? count * static_cast<size_t>(H) * vspr : 0);
+      in.get_array(kc.data(), kc.size());
+      in.get_array(vc.data(), vc.size());
+      in.get_array(ks.data(), ks.size());
+      in.get_array(vs.data(), vs.size());
+    }
+    // Back to the slot layout of ringkv::CacheSnapshot: the spec's slot of each position it holds.
+    CacheSnapshot snap;
+    snap.capacity = capacity_rows > 0 ? capacity_rows : geo.capacity;
+    snap.num_kv_heads = H;
+    snap.head_dim = D;
+    const auto slots_n = static_cast<size_t>(std::max(snap.capacity, geo.capacity));
+    snap.positions.assign(slots_n, RingKvCache::kEmpty);
+    snap.k.assign(slots_n * row, 0.0f);
+    snap.v.assign(slots_n * row, 0.0f);
+    if (codes_written && k8) snap.k_codes.assign(slots_n * row, 0), snap.k_scales.assign(slots_n * H * kspr, 0.0f);
+    if (codes_written && v8) snap.v_codes.assign(slots_n * row, 0), snap.v_scales.assign(slots_n * H * vspr, 0.0f);
+    for (size_t i = 0; i < count; ++i) {
+      if (!present[i]) continue;
+      const auto slot = static_cast<size_t>(slots[i]);
+      snap.positions[slot] = positions[i];
+      std::copy_n(k.begin() + static_cast<std::ptrdiff_t>(i * row), row, snap.k.begin() + static_cast<std::ptrdiff_t>(slot * row));
+      std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(i * row), row, snap.v.begin() + static_cast<std::ptrdiff_t>(slot * row));
+      const auto copy_int8 = [&](const std::vector<int8_t>& codes, const std::vector<float>& scales, uint32_t spr,
+                                 std::vector<int8_t>& codes_out, std::vector<float>& scales_out) {
+        if (codes.empty()) return;
+        std::copy_n(codes.begin() + static_cast<std::ptrdiff_t>(i * row), row,
+                    codes_out.begin() + static_cast<std::ptrdiff_t>(slot * row));
+        const size_t sr = static_cast<size_t>(H) * spr;
+        std::copy_n(scales.begin() + static_cast<std::ptrdiff_t>(i * sr), sr,
+                    scales_out.begin() + static_cast<std::ptrdiff_t>(slot * sr));
+      };
+      copy_int8(kc, ks, kspr, snap.k_codes, snap.k_scales);
+      copy_int8(vc, vs, vspr, snap.v_codes, snap.v_scales);
+    }
+    return snap;
+  }
+
+  size_t cache_bytes() const override {
+    Writer w;
+    w.put(handle_);
+    const Reply r = host_->call(generation_, Op::cache_bytes, w.bytes(), "cache_bytes after step " + std::to_string(steps_));
+    Reader in(r.payload.data(), r.payload.size());
+    return static_cast<size_t>(in.get<uint64_t>());
+  }
+
+  bool poison_empty_slots() override {
+    if (!host_->has(kHasPoison)) return false;
+    Writer w;
+    w.put(handle_);
+    const Reply r = host_->call(generation_, Op::poison, w.bytes(), "poison_empty_slots after step " + std::to_string(steps_),
+                                {RINGKV_ERR_UNSUPPORTED});
+    return r.status == RINGKV_OK;
+  }
+
+ private:
+  void destroy_remote() noexcept {
+    if (!host_->alive(generation_)) return;
+    try {
+      Writer w;
+      w.put(handle_);
+      host_->call(generation_, Op::destroy, w.bytes(), "destroy");
+    } catch (...) {  // reports nothing; the next create() sees a dead worker and restarts it
+    }
+  }
+
+  // q or k of one chunk rotated per spec §8 at positions first, first + 1, ... (layer by layer).
+  void rotated(const float* x, int64_t n, int64_t heads, int64_t first, std::vector<float>& out) const {
+    const auto L = static_cast<int64_t>(config_.layers.size());
+    const int D = config_.head_dim;
+    out.assign(x, x + L * n * heads * D);
+    std::vector<double> c(static_cast<size_t>(D)), s(static_cast<size_t>(D));
+    for (int64_t l = 0; l < L; ++l) {
+      const RopeConfig& rope = config_.layers[static_cast<size_t>(l)].rope;
+      if (rope.style == RopeStyle::none) continue;
+      for (int64_t t = 0; t < n; ++t) {
+        rope_angles(rope, D, first + t, c.data(), s.data());
+        for (int64_t h = 0; h < heads; ++h) {
+          float* row = out.data() + ((l * n + t) * heads + h) * D;
+          rope_rotate(rope, D, c.data(), s.data(), row, row);
+        }
+      }
+    }
+  }
+
+  std::shared_ptr<PluginHost> host_;
+  Config config_;
+  EngineInfo info_;
+  uint64_t generation_ = 0, handle_ = 0;
+  std::vector<int64_t> p0_, seen_;
+  int64_t steps_ = 0;
+  bool rotate_ = false;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- public API
+
+Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot) {
+  Capabilities c;
+  c.k_dtypes = from_mask(k.k_dtypes, kDTypes, DType::f32);
+  c.v_dtypes = from_mask(k.v_dtypes, kDTypes, DType::f32);
+  c.int8_schemes = from_mask(k.int8_schemes, kSchemes, Int8Scheme::per_head);
+  if (k.int8_schemes == 0) {  // no scheme: no INT8 at all
+    std::erase(c.k_dtypes, DType::int8);
+    std::erase(c.v_dtypes, DType::int8);
+    if (c.k_dtypes.empty()) c.k_dtypes = {DType::f32};
+    if (c.v_dtypes.empty()) c.v_dtypes = {DType::f32};
+  }
+  c.rope_styles = from_mask(k.rope_styles, kStyles, RopeStyle::none);
+  c.rope_scalings = from_mask(k.rope_scalings, kScalings, RopeScaling::none);
+  c.head_dims.assign(k.head_dims, k.head_dims + std::min<uint32_t>(k.num_head_dims, RINGKV_MAX_HEAD_DIMS));
+  c.sinks = k.sinks != 0;
+  c.sink_logits = k.sink_logits != 0;
+  c.softcap = k.softcap != 0;
+  c.multi_layer = k.max_layers != 1;
+  c.snapshot = k.snapshot != 0 && has_snapshot;
+  if (k.max_window > 0) c.max_window = k.max_window;
+  if (k.max_tokens > 0) c.max_tokens = k.max_tokens;
+  return c;
+}
+
+Plugin::Plugin(std::unique_ptr<PluginHost> host) : host_(std::move(host)) {}
+Plugin::~Plugin() = default;
+
+std::shared_ptr<Plugin> Plugin::open(const std::string& plugin_path, PluginOptions options) {
+  return std::shared_ptr<Plugin>(new Plugin(std::make_unique<PluginHost>(plugin_path, std::move(options))));
+}
+
+const std::string& Plugin::path() const { return host_->path(); }
+const ringkv_capabilities& Plugin::raw_capabilities() const { return host_->caps(); }
+const Capabilities& Plugin::capabilities() const { return host_->mapped(); }
+uint32_t Plugin::abi_version() const { return host_->abi_version(); }
+std::string Plugin::unsupported(const Config& config) const { return host_->unsupported(config); }
+std::string Plugin::config_json(const Config& config) const { return host_->config_json(config); }
+std::unique_ptr<Engine> Plugin::create(const Config& config) { return std::make_unique<PluginEngine>(host_, config); }
+int Plugin::workers_started() const { return host_->started(); }
+int Plugin::worker_pid() const { return host_->pid(); }
+
+EngineFactory plugin_engine_factory(std::shared_ptr<Plugin> plugin) {
+  EngineFactory f;
+  f.name = "plugin:" + base_name(plugin->path());
+  f.capabilities = plugin->capabilities();
+  f.create = [plugin](const Config& c) { return plugin->create(c); };
+  return f;
+}
+
+EngineFactory plugin_engine_factory(const std::string& plugin_path, PluginOptions opts) {
+  return plugin_engine_factory(Plugin::open(plugin_path, std::move(opts)));
+}
+
+}  // namespace ringkv::abi

@@ -1,0 +1,78 @@
+// ringkv ABI, host side: a third-party engine plugin (a shared library
+// implementing abi/include/ringkv/engine_abi.h) as a ringkv::EngineFactory.
+//
+// The plugin never runs in the calling process. plugin_engine_factory()
+// starts a persistent worker process (ringkv_plugin_worker, fork + exec, so
+// call it before the host touches CUDA), which dlopens the plugin and checks
+// its ABI version; every Engine call becomes one request to that worker, with
+// a timeout. When the plugin crashes, aborts, hangs or writes outside an
+// output buffer, the call throws ringkv::Error saying so ("plugin
+// libx.so crashed with SIGSEGV during step 3"), the worker is killed, and the
+// next create() starts a fresh one: a run reports that case and goes on.
+// See docs/engine-abi.md.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ringkv/engine.hpp"
+#include "ringkv/engine_abi.h"
+
+namespace ringkv::abi {
+
+struct PluginOptions {
+  /// Limit for every request (a create, a step, a snapshot, ...), in milliseconds. A request that takes
+  /// longer kills the worker and throws.
+  int timeout_ms = 10000;
+  /// Limit for starting the worker, loading the plugin and querying its capabilities.
+  int startup_timeout_ms = 30000;
+  /// Sentinel floats before and after every output buffer the plugin writes (rounded up to a multiple of 4).
+  int guard_floats = 64;
+  /// The worker executable. Empty: $RINGKV_PLUGIN_WORKER, else ringkv_plugin_worker next to the running
+  /// executable, else the one in this build tree, else ringkv_plugin_worker on PATH.
+  std::string worker_path;
+};
+
+class PluginHost;
+
+/// A loaded plugin: its worker process and what it declared. Shared by the factory and its engines.
+class Plugin {
+ public:
+  /// Starts the worker, loads the plugin, checks the ABI version and reads the capabilities.
+  /// Throws ringkv::Error with a clear message (naming both versions on a mismatch).
+  static std::shared_ptr<Plugin> open(const std::string& plugin_path, PluginOptions options = {});
+  ~Plugin();
+
+  const std::string& path() const;
+  /// The plugin's capabilities as declared (struct_size = what the plugin filled).
+  const ringkv_capabilities& raw_capabilities() const;
+  /// The same, mapped to what the generators use.
+  const Capabilities& capabilities() const;
+  /// ABI version of the plugin's table.
+  uint32_t abi_version() const;
+  /// "" if the config is inside the declared capabilities, else the first reason it is not.
+  std::string unsupported(const Config& config) const;
+  /// Creates an engine (restarting the worker first if the last one died). Throws ConfigError for a
+  /// config the plugin rejects, ringkv::Error for a crash, hang or out-of-bounds write.
+  std::unique_ptr<Engine> create(const Config& config);
+  /// The JSON document create() would send for a config (window convention and rotation applied).
+  std::string config_json(const Config& config) const;
+
+  /// Workers started so far (1 after open; +1 for each restart after a failure).
+  int workers_started() const;
+  /// pid of the current worker, or -1 if none is running.
+  int worker_pid() const;
+
+ private:
+  explicit Plugin(std::unique_ptr<PluginHost> host);
+  std::shared_ptr<PluginHost> host_;
+};
+
+/// The factory: name "plugin:<file name>", capabilities from the plugin, engines in the worker.
+EngineFactory plugin_engine_factory(const std::string& plugin_path, PluginOptions opts = {});
+EngineFactory plugin_engine_factory(std::shared_ptr<Plugin> plugin);
+
+/// ringkv::Capabilities of a plugin's declaration.
+Capabilities map_capabilities(const ringkv_capabilities& caps, bool has_snapshot);
+
+}  // namespace ringkv::abi

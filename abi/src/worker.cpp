@@ -1,0 +1,474 @@
+// ringkv_plugin_worker: the process a plugin engine runs in.
+//
+//   ringkv_plugin_worker PLUGIN.so GUARD_FLOATS      (started by plugin_engine.cpp, never by hand)
+//
+// It dlopens the plugin, checks its ABI version, and serves the host's
+// requests (protocol.hpp) on fd 3 until the host closes it. Every output
+// buffer it hands the plugin sits between two guard bands of GUARD_FLOATS
+// sentinel floats (a NaN pattern); after each call it checks them and reports
+// an out-of-bounds write instead of the result. A crash, abort or hang of the
+// plugin takes only this process down; the host reports it and starts a fresh
+// worker for the next engine.
+//
+// This program deliberately links nothing of ringkv: the plugin carries its
+// own copy of whatever it needs, and nothing here can interpose on it.
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol.hpp"
+#include "ringkv/engine_abi.h"
+
+namespace {
+
+using namespace ringkv::abi::wire;
+
+// ---------------------------------------------------------------- io
+
+bool read_full(int fd, void* buf, size_t n) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool write_full(int fd, const void* buf, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void reply(uint32_t status, const std::vector<uint8_t>& payload) {
+  Header h;
+  h.code = status;
+  h.length = payload.size();
+  if (!write_full(kWorkerFd, &h, sizeof h) || !write_full(kWorkerFd, payload.data(), payload.size())) _exit(0);
+}
+
+void reply_error(uint32_t status, const std::string& message) {
+  reply(status, std::vector<uint8_t>(message.begin(), message.end()));
+}
+
+// ---------------------------------------------------------------- guard bands
+
+constexpr uint32_t kSentinelBits = 0x7fc0ffeeu;  // a quiet NaN with a payload no engine computes
+size_t g_guard_floats = 64;
+
+// n elements of T between two guard bands of g_guard_floats sentinel floats (the same bytes for any T,
+// so that a byte buffer's guard catches a write of one byte past its end).
+template <typename T>
+class Guarded {
+ public:
+  Guarded(size_t n, T init) : n_(n) {
+    const size_t body_floats = (n * sizeof(T) + 3) / 4;
+    storage_.assign(2 * g_guard_floats + body_floats + 1, 0.0f);
+    for (float& f : storage_) std::memcpy(&f, &kSentinelBits, 4);
+    for (size_t i = 0; i < n; ++i) data()[i] = init;
+  }
+  T* data() { return reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(storage_.data()) + 4 * g_guard_floats); }
+  size_t size() const { return n_; }
+
+  // "" if both guard bands are intact, else what was overwritten.
+  std::string check(const std::string& what) const {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(storage_.data());
+    uint8_t pattern[4];
+    std::memcpy(pattern, &kSentinelBits, 4);
+    const size_t guard = 4 * g_guard_floats, body = n_ * sizeof(T);
+    size_t before = 0, after = 0, nearest_before = 0, nearest_after = guard;
+    for (size_t i = 0; i < guard; ++i) {
+      if (bytes[i] != pattern[i % 4]) ++before, nearest_before = guard - i;
+    }
+    for (size_t i = 0; i < guard; ++i) {
+      const size_t at = guard + body + i;
+      if (bytes[at] != pattern[at % 4]) {
+        ++after;
+        if (i < nearest_after) nearest_after = i;
+      }
+    }
+    if (before == 0 && after == 0) return "";
+    const size_t el = sizeof(T);
+    std::string s = what + " (" + std::to_string(n_) + " elements): ";
+    if (after > 0) {
+      s += "wrote past its end (" + std::to_string((after + el - 1) / el) + " element(s) of the " +
+           std::to_string(guard / el) + "-element guard band after it changed, the nearest at index " +
+           std::to_string(n_ + nearest_after / el) + ")";
+    }
+    if (before > 0) {
+      s += std::string(after > 0 ? "; and " : "") + "wrote before its start (" +
+           std::to_string((before + el - 1) / el) + " element(s) of the guard band before it changed, the nearest at index -" +
+           std::to_string((nearest_before + el - 1) / el) + ")";
+    }
+    return s;
+  }
+
+ private:
+  size_t n_;
+  std::vector<float> storage_;
+};
+
+// ---------------------------------------------------------------- the plugin
+
+std::string g_plugin_path;
+std::string g_load_error;  // non-empty: the plugin cannot be used, and every request says why
+const ringkv_engine_api* g_api = nullptr;
+
+std::string describe_version(uint32_t v) {
+  return std::to_string(RINGKV_ABI_VERSION_GET_MAJOR(v)) + "." + std::to_string(RINGKV_ABI_VERSION_GET_MINOR(v));
+}
+
+void load_plugin() {
+  void* lib = ::dlopen(g_plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* e = ::dlerror();
+    g_load_error = "cannot load plugin " + g_plugin_path + ": " + (e ? e : "dlopen failed");
+    return;
+  }
+  void* sym = ::dlsym(lib, RINGKV_ENGINE_API_SYMBOL);
+  if (sym == nullptr) {
+    g_load_error = "plugin " + g_plugin_path + " does not export " RINGKV_ENGINE_API_SYMBOL
+                   " (declare it extern \"C\" with RINGKV_ABI_EXPORT)";
+    return;
+  }
+  ringkv_engine_api_get_fn get = nullptr;
+  static_assert(sizeof(get) == sizeof(sym));
+  std::memcpy(&get, &sym, sizeof get);
+  const ringkv_engine_api* api = get(RINGKV_ABI_VERSION_MAJOR);
+  const std::string ours = describe_version(RINGKV_ABI_VERSION);
+  if (api == nullptr) {
+    g_load_error = "plugin " + g_plugin_path + ": " RINGKV_ENGINE_API_SYMBOL "(" +
+                   std::to_string(RINGKV_ABI_VERSION_MAJOR) + ") returned NULL: it does not implement ringkv engine ABI " +
+                   ours + " (this ringkv speaks ABI " + ours + ")";
+    return;
+  }
+  if (RINGKV_ABI_VERSION_GET_MAJOR(api->abi_version) != RINGKV_ABI_VERSION_MAJOR) {
+    g_load_error = "plugin " + g_plugin_path + " implements ringkv engine ABI " + describe_version(api->abi_version) +
+                   ", but this ringkv speaks ABI " + ours + ": the major versions must match (rebuild the plugin "
+                   "against this ringkv's engine_abi.h)";
+    return;
+  }
+  const size_t needed = offsetof(ringkv_engine_api, poison_empty_slots) + sizeof(api->poison_empty_slots);
+  if (api->struct_size < needed) {
+    g_load_error = "plugin " + g_plugin_path + ": its ringkv_engine_api.struct_size is " +
+                   std::to_string(api->struct_size) + " bytes; ABI " + ours + " needs at least " + std::to_string(needed);
+    return;
+  }
+  std::string missing;
+  const auto require = [&](bool present, const char* name) {
+    if (!present) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  };
+  require(api->get_capabilities != nullptr, "get_capabilities");
+  require(api->create != nullptr, "create");
+  require(api->destroy != nullptr, "destroy");
+  require(api->last_error != nullptr, "last_error");
+  require(api->step != nullptr, "step");
+  require(api->reset != nullptr, "reset");
+  require(api->cache_bytes != nullptr, "cache_bytes");
+  if (!missing.empty()) {
+    g_load_error = "plugin " + g_plugin_path + ": required functions are NULL in its table: " + missing;
+    return;
+  }
+  g_api = api;
+}
+
+struct Handle {
+  ringkv_engine* engine = nullptr;
+  uint32_t L = 0, Hq = 0, Hkv = 0, D = 0, B = 0;
+};
+std::unordered_map<uint64_t, Handle> g_engines;
+uint64_t g_next_handle = 1;
+
+std::string plugin_message(ringkv_engine* e) {
+  const char* m = g_api->last_error(e);
+  return m ? std::string(m) : std::string();
+}
+
+ringkv_tensor tensor(float* data, uint32_t L, int64_t n, uint32_t H, uint32_t D) {
+  ringkv_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.struct_size = sizeof(ringkv_tensor);
+  t.dtype = RINGKV_DTYPE_F32;
+  t.memory = RINGKV_MEMORY_HOST;
+  t.ndim = 4;
+  t.shape[0] = L, t.shape[1] = n, t.shape[2] = H, t.shape[3] = D;
+  t.strides[3] = 1, t.strides[2] = D, t.strides[1] = int64_t{H} * D, t.strides[0] = n * H * D;
+  t.data = data;
+  return t;
+}
+
+Handle& handle_of(uint64_t id) {
+  const auto it = g_engines.find(id);
+  if (it == g_engines.end()) throw std::runtime_error("protocol: unknown engine handle " + std::to_string(id));
+  return it->second;
+}
+
+void serve(Op op, Reader& in) {
+  if (!g_load_error.empty()) return reply_error(kStatusWorkerError, g_load_error);
+  Writer out;
+  switch (op) {
+    case Op::hello: {
+      ringkv_capabilities caps;
+      std::memset(&caps, 0, sizeof caps);
+      caps.struct_size = sizeof caps;
+      caps.precision.struct_size = sizeof caps.precision;
+      const ringkv_status st = g_api->get_capabilities(&caps);
+      if (st != RINGKV_OK) {
+        return reply_error(kStatusWorkerError, "plugin " + g_plugin_path + ": get_capabilities failed with status " +
+                                                   std::to_string(static_cast<int>(st)));
+      }
+      caps.name[RINGKV_NAME_SIZE - 1] = '\0';
+      uint32_t flags = 0;
+      if (g_api->get_info) flags |= kHasInfo;
+      if (g_api->snapshot) flags |= kHasSnapshot;
+      if (g_api->poison_empty_slots) flags |= kHasPoison;
+      out.put(g_api->abi_version);
+      out.put(g_api->struct_size);
+      out.put(flags);
+      out.put(caps);
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::create: {
+      Handle h;
+      h.L = in.get<uint32_t>(), h.Hq = in.get<uint32_t>(), h.Hkv = in.get<uint32_t>(), h.D = in.get<uint32_t>();
+      h.B = in.get<uint32_t>();
+      const std::string json = in.rest();
+      std::vector<char> err(4096, '\0');
+      ringkv_engine* e = nullptr;
+      const ringkv_status st = g_api->create(json.c_str(), json.size(), &e, err.data(), err.size());
+      err.back() = '\0';
+      if (st != RINGKV_OK || e == nullptr) {
+        if (e != nullptr) g_api->destroy(e);
+        std::string m = err.data();
+        if (st == RINGKV_OK) return reply_error(RINGKV_ERR_INTERNAL, "create returned RINGKV_OK but no engine");
+        return reply_error(st, m);
+      }
+      h.engine = e;
+      const uint64_t id = g_next_handle++;
+      g_engines[id] = h;
+      out.put(id);
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::info: {
+      Handle& h = handle_of(in.get<uint64_t>());
+      if (!g_api->get_info) return reply_error(RINGKV_ERR_UNSUPPORTED, "no get_info");
+      Guarded<ringkv_engine_info> info(1, ringkv_engine_info{});
+      info.data()->struct_size = sizeof(ringkv_engine_info);
+      info.data()->precision.struct_size = sizeof(ringkv_precision_profile);
+      const ringkv_status st = g_api->get_info(h.engine, info.data());
+      const std::string oob = info.check("the ringkv_engine_info struct");
+      if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);
+      if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
+      info.data()->name[RINGKV_NAME_SIZE - 1] = '\0';
+      out.put(*info.data());
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::step: {
+      Handle& h = handle_of(in.get<uint64_t>());
+      const uint32_t nr = in.get<uint32_t>(), na = in.get<uint32_t>();
+      std::vector<ringkv_reset> resets(nr);
+      for (ringkv_reset& r : resets) {
+        std::memset(&r, 0, sizeof r);
+        r.struct_size = sizeof r;
+        r.sequence = in.get<int32_t>();
+        r.start_position = in.get<int64_t>();
+      }
+      std::vector<ringkv_append> appends(na);
+      std::vector<std::vector<float>> inputs;
+      std::vector<Guarded<float>> outs;
+      inputs.reserve(3 * na);
+      outs.reserve(na);
+      for (ringkv_append& a : appends) {
+        std::memset(&a, 0, sizeof a);
+        a.struct_size = sizeof a;
+        a.sequence = in.get<int32_t>();
+        a.n_tokens = in.get<int64_t>();
+        if (a.n_tokens < 0 || a.n_tokens > (int64_t{1} << 31)) throw std::runtime_error("protocol: bad n_tokens");
+      }
+      for (ringkv_append& a : appends) {
+        const int64_t n = a.n_tokens;
+        const size_t qn = size_t{h.L} * static_cast<size_t>(n) * h.Hq * h.D;
+        const size_t kvn = size_t{h.L} * static_cast<size_t>(n) * h.Hkv * h.D;
+        for (size_t count : {qn, kvn, kvn}) {
+          inputs.emplace_back(count);
+          in.get_array(inputs.back().data(), count);
+        }
+        const size_t base = inputs.size() - 3;
+        outs.emplace_back(qn, std::nanf(""));
+        a.q = tensor(inputs[base].data(), h.L, n, h.Hq, h.D);
+        a.k = tensor(inputs[base + 1].data(), h.L, n, h.Hkv, h.D);
+        a.v = tensor(inputs[base + 2].data(), h.L, n, h.Hkv, h.D);
+        a.out = tensor(outs.back().data(), h.L, n, h.Hq, h.D);
+      }
+      ringkv_batch batch;
+      std::memset(&batch, 0, sizeof batch);
+      batch.struct_size = sizeof batch;
+      batch.num_resets = nr;
+      batch.resets = resets.data();
+      batch.num_appends = na;
+      batch.appends = appends.data();
+      const ringkv_status st = g_api->step(h.engine, &batch);
+      std::string oob;
+      for (uint32_t i = 0; i < na && oob.empty(); ++i) {
+        oob = outs[i].check("out of append " + std::to_string(i) + " (sequence " + std::to_string(appends[i].sequence) +
+                            ", " + std::to_string(appends[i].n_tokens) + " tokens)");
+      }
+      if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);
+      if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
+      for (Guarded<float>& o : outs) out.put_array(o.data(), o.size());
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::reset: {
+      Handle& h = handle_of(in.get<uint64_t>());
+      const int32_t seq = in.get<int32_t>();
+      const int64_t p0 = in.get<int64_t>();
+      const ringkv_status st = g_api->reset(h.engine, seq, p0);
+      if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::snapshot: {
+      Handle& h = handle_of(in.get<uint64_t>());
+      if (!g_api->snapshot) return reply_error(RINGKV_ERR_UNSUPPORTED, "no snapshot");
+      ringkv_snapshot_request req;
+      std::memset(&req, 0, sizeof req);
+      req.struct_size = sizeof req;
+      req.layer = in.get<int32_t>();
+      req.sequence = in.get<int32_t>();
+      const uint32_t count = in.get<uint32_t>();
+      const uint32_t kspr = in.get<uint32_t>(), vspr = in.get<uint32_t>();
+      const bool k8 = in.get<uint32_t>() != 0, v8 = in.get<uint32_t>() != 0;
+      std::vector<int64_t> positions(count);
+      in.get_array(positions.data(), count);
+      req.num_positions = count;
+      req.positions = positions.data();
+      const size_t rows = size_t{count} * h.Hkv * h.D;
+      Guarded<uint8_t> present(count, uint8_t{0});
+      Guarded<float> k(rows, std::nanf("")), v(rows, std::nanf(""));
+      Guarded<int8_t> kc(k8 ? rows : 0, int8_t{0}), vc(v8 ? rows : 0, int8_t{0});
+      Guarded<float> ks(k8 ? size_t{count} * h.Hkv * kspr : 0, std::nanf(""));
+      Guarded<float> vs(v8 ? size_t{count} * h.Hkv * vspr : 0, std::nanf(""));
+      Guarded<ringkv_snapshot_result> res(1, ringkv_snapshot_result{});
+      ringkv_snapshot_result& r = *res.data();
+      r.struct_size = sizeof r;
+      r.k_scales_per_row = k8 ? kspr : 0;
+      r.v_scales_per_row = v8 ? vspr : 0;
+      r.present = present.data();
+      r.k = k.data();
+      r.v = v.data();
+      r.k_codes = k8 ? kc.data() : nullptr;
+      r.v_codes = v8 ? vc.data() : nullptr;
+      r.k_scales = k8 && kspr > 0 ? ks.data() : nullptr;
+      r.v_scales = v8 && vspr > 0 ? vs.data() : nullptr;
+      const ringkv_status st = g_api->snapshot(h.engine, &req, &r);
+      std::string oob = present.check("snapshot present[]");
+      if (oob.empty()) oob = k.check("snapshot k");
+      if (oob.empty()) oob = v.check("snapshot v");
+      if (oob.empty()) oob = kc.check("snapshot k_codes");
+      if (oob.empty()) oob = vc.check("snapshot v_codes");
+      if (oob.empty()) oob = ks.check("snapshot k_scales");
+      if (oob.empty()) oob = vs.check("snapshot v_scales");
+      if (oob.empty()) oob = res.check("the ringkv_snapshot_result struct");
+      if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);
+      if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
+      out.put(r.codes_written);
+      out.put(r.capacity_rows);
+      out.put_array(present.data(), count);
+      out.put_array(k.data(), rows);
+      out.put_array(v.data(), rows);
+      if (r.codes_written) {
+        out.put_array(kc.data(), kc.size());
+        out.put_array(vc.data(), vc.size());
+        out.put_array(ks.data(), ks.size());
+        out.put_array(vs.data(), vs.size());
+      }
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::cache_bytes: {
+      Handle& h = handle_of(in.get<uint64_t>());
+      uint64_t bytes = 0;
+      const ringkv_status st = g_api->cache_bytes(h.engine, &bytes);
+      if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
+      out.put(bytes);
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::poison: {
+      Handle& h = handle_of(in.get<uint64_t>());
+      if (!g_api->poison_empty_slots) return reply_error(RINGKV_ERR_UNSUPPORTED, "no poison_empty_slots");
+      const ringkv_status st = g_api->poison_empty_slots(h.engine);
+      if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
+      return reply(RINGKV_OK, out.bytes());
+    }
+    case Op::destroy: {
+      const uint64_t id = in.get<uint64_t>();
+      Handle& h = handle_of(id);
+      g_api->destroy(h.engine);
+      g_engines.erase(id);
+      return reply(RINGKV_OK, out.bytes());
+    }
+  }
+  reply_error(kStatusWorkerError, "protocol: unknown request " + std::to_string(static_cast<uint32_t>(op)));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s PLUGIN.so GUARD_FLOATS (started by ringkv, not by hand)\n", argv[0]);
+    return 2;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  // If the host dies while the plugin hangs, nobody is left to kill us: leave when we are orphaned.
+  const pid_t host = ::getppid();
+  std::thread([host] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (::getppid() != host) _exit(3);
+    }
+  }).detach();
+  ::dup2(2, 1);  // whatever the plugin prints goes to stderr, never into the host's stdout
+  g_plugin_path = argv[1];
+  g_guard_floats = static_cast<size_t>(std::strtoul(argv[2], nullptr, 10));
+  load_plugin();
+  std::vector<uint8_t> payload;
+  for (;;) {
+    Header h;
+    if (!read_full(kWorkerFd, &h, sizeof h)) break;  // the host is done (or gone)
+    if (h.length > kMaxPayload) {
+      reply_error(kStatusWorkerError, "protocol: request of " + std::to_string(h.length) + " bytes");
+      break;
+    }
+    payload.resize(h.length);
+    if (!read_full(kWorkerFd, payload.data(), payload.size())) break;
+    Reader in(payload.data(), payload.size());
+    try {
+      serve(static_cast<Op>(h.code), in);
+    } catch (const std::exception& e) {
+      reply_error(kStatusWorkerError, std::string("worker: ") + e.what());
+    }
+  }
+  // Exit without destroying the remaining engines: the host has stopped listening, and a plugin's
+  // teardown (a device context, say) must not keep it waiting.
+  _exit(0);
+}

@@ -1,0 +1,594 @@
+// The C ABI end to end: plugins loaded in a worker process and driven by the
+// same properties as the in-process engines.
+//
+//  - the reference plugin passes every property on fixed cases and gives the
+//    in-process reference's bits;
+//  - every mutant plugin is killed, by the same property on the same case as
+//    in process, and the controls pass;
+//  - a plugin that crashes, aborts, hangs or writes out of bounds fails that
+//    case with a message saying so, and the next case runs in a fresh worker;
+//  - a bad ABI version is refused naming both versions;
+//  - the window-left, rotated-q/k and C skeleton plugins pass.
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include "mutants/mutants.hpp"
+#include "plugin_engine.hpp"
+#include "property/properties.hpp"
+#include "ringkv/error.hpp"
+#include "ringkv/reference_engine.hpp"
+#include "support/rng.hpp"
+#include "support/config_json.hpp"
+#include "support/runner.hpp"
+
+namespace ringkv::abi {
+namespace {
+
+using conformance::Case;
+using conformance::PropertyInfo;
+using conformance::all_properties;
+
+constexpr int kCases = 10;  // fixed cases per property for the plugins that must pass
+
+std::string plugin_path(const std::string& name) {
+  return std::string(RINGKV_PLUGIN_DIR) + "/libringkv_plugin_" + name + ".so";
+}
+
+PluginOptions options(int timeout_ms = 10000) {
+  PluginOptions o;
+  o.worker_path = RINGKV_TEST_WORKER;
+  o.timeout_ms = timeout_ms;
+  return o;
+}
+
+using conformance::fixed_case;
+using conformance::PropertyVerdict;
+
+PropertyVerdict run_one(const PropertyInfo& p, const EngineFactory& f, const Case& c) {
+  return conformance::run_property_once(p, f, c);
+}
+
+struct Kill {
+  std::string property;
+  int case_index = 0;
+  std::string case_id, message;
+};
+
+// Case by case, every property in turn (those the filter keeps), until one fails.
+template <typename Keep>
+std::optional<Kill> hunt(const EngineFactory& f, const Capabilities& caps, int cases, Keep keep) {
+  const auto& props = all_properties();
+  for (int i = 0; i < cases; ++i) {
+    for (size_t k = 0; k < props.size(); ++k) {
+      if (!keep(props[k])) continue;
+      const Case c = fixed_case(caps, props[k], k, i);
+      const PropertyVerdict v = run_one(props[k], f, c);
+      if (v.failed) return Kill{props[k].name, i, c.id(), v.message};
+    }
+  }
+  return std::nullopt;
+}
+std::optional<Kill> hunt(const EngineFactory& f, int cases) {
+  return hunt(f, ReferenceEngine::capabilities(), cases, [](const PropertyInfo&) { return true; });
+}
+
+const std::shared_ptr<Plugin>& reference_plugin() {
+  static const std::shared_ptr<Plugin> p = Plugin::open(plugin_path("reference"), options());
+  return p;
+}
+
+// A small case with enough steps to reach step 3; max_tokens 613 arms the fault plugins.
+Case small_case(int64_t max_tokens) {
+  Case c;
+  c.config.layers = {LayerConfig{4, 1, RopeConfig{}}};
+  c.config.num_q_heads = 2;
+  c.config.num_kv_heads = 1;
+  c.config.head_dim = 8;
+  c.config.batch = 2;
+  c.config.max_tokens = max_tokens;
+  c.config.k_format.dtype = DType::f16;
+  for (int s = 0; s < 6; ++s) c.steps.push_back(conformance::StepPlan{{}, {2, s % 2 == 0 ? 1 : 0}});
+  c.seed = 77;
+  return c;
+}
+
+// ---------------------------------------------------------------- the header and loading
+
+TEST(EngineAbi, HeaderLayoutIsPinned) {
+  static_assert(sizeof(ringkv_capabilities) == 312);
+  static_assert(sizeof(ringkv_append) == 400);
+  static_assert(sizeof(ringkv_tensor) == 96);
+  static_assert(sizeof(ringkv_snapshot_result) == 80);
+  static_assert(RINGKV_ABI_VERSION_GET_MAJOR(RINGKV_ABI_VERSION) == 1);
+  EXPECT_STREQ(RINGKV_ENGINE_API_SYMBOL, "ringkv_engine_api_get");
+}
+
+TEST(EngineAbi, ReferencePluginDeclaresTheReferenceCapabilities) {
+  const Capabilities& got = reference_plugin()->capabilities();
+  const Capabilities want = ReferenceEngine::capabilities();
+  EXPECT_EQ(got.k_dtypes, want.k_dtypes);
+  EXPECT_EQ(got.v_dtypes, want.v_dtypes);
+  EXPECT_EQ(got.int8_schemes, want.int8_schemes);
+  EXPECT_EQ(got.rope_styles, want.rope_styles);
+  EXPECT_EQ(got.rope_scalings, want.rope_scalings);
+  EXPECT_EQ(got.head_dims, want.head_dims);
+  EXPECT_EQ(got.sinks, want.sinks);
+  EXPECT_EQ(got.sink_logits, want.sink_logits);
+  EXPECT_EQ(got.softcap, want.softcap);
+  EXPECT_EQ(got.multi_layer, want.multi_layer);
+  EXPECT_TRUE(got.snapshot);
+  EXPECT_EQ(got.max_window, want.max_window);
+  EXPECT_EQ(got.max_tokens, want.max_tokens);
+  EXPECT_STREQ(reference_plugin()->raw_capabilities().name, "reference");
+  EXPECT_EQ(reference_plugin()->abi_version(), RINGKV_ABI_VERSION);
+  const EngineFactory f = plugin_engine_factory(reference_plugin());
+  const auto e = f.create(small_case(16).config);
+  EXPECT_EQ(e->info().name, "plugin:reference");
+  EXPECT_TRUE(e->info().deterministic);
+  EXPECT_EQ(e->info().precision, make_reference_engine(small_case(16).config)->info().precision);
+}
+
+TEST(EngineAbi, BadAbiVersionIsRefusedNamingBothVersions) {
+  try {
+    Plugin::open(plugin_path("bad_version"), options());
+    FAIL() << "a plugin with ABI major 99 was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("implements ringkv engine ABI 99.0"), std::string::npos) << m;
+    EXPECT_NE(m.find("this ringkv speaks ABI 1.0"), std::string::npos) << m;
+    EXPECT_NE(m.find("libringkv_plugin_bad_version.so"), std::string::npos) << m;
+  }
+}
+
+TEST(EngineAbi, MissingPluginAndMissingWorkerAreClearErrors) {
+  try {
+    Plugin::open(plugin_path("does_not_exist"), options());
+    FAIL() << "loaded a plugin that does not exist";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load plugin"), std::string::npos) << e.what();
+  }
+  PluginOptions o = options();
+  o.worker_path = "/nonexistent/ringkv_plugin_worker";
+  try {
+    Plugin::open(plugin_path("reference"), o);
+    FAIL() << "started a worker that does not exist";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker executable"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EngineAbi, ConfigErrorsCrossAsConfigErrorAndTheWorkerStays) {
+  const EngineFactory f = plugin_engine_factory(reference_plugin());
+  Config bad = small_case(16).config;
+  bad.k_format.dtype = DType::int8;
+  bad.k_format.int8_scheme = Int8Scheme::q8_0;  // needs head_dim % 32 == 0
+  EXPECT_THROW(f.create(bad), ConfigError);
+  const int started = reference_plugin()->workers_started();
+  const auto e = f.create(small_case(16).config);
+  std::vector<float> q(16, 0.5f), k(8, 0.25f), v(8, 1.0f), out(16);
+  const SequenceStep bad_seq{5, 1, q.data(), k.data(), v.data(), out.data()};
+  try {
+    e->step(StepBatch{{}, std::span<const SequenceStep>(&bad_seq, 1)});
+    FAIL() << "sequence 5 of a batch of 2 was accepted";
+  } catch (const StepError& ex) {
+    EXPECT_NE(std::string(ex.what()).find("sequence"), std::string::npos) << ex.what();
+  }
+  EXPECT_EQ(reference_plugin()->workers_started(), started);
+  EXPECT_THROW(e->snapshot(3, 0), StepError);
+}
+
+// ---------------------------------------------------------------- the reference plugin
+
+class ReferencePluginProperty : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(ReferencePluginProperty, PassesTheFixedCases) {
+  const PropertyInfo& p = all_properties()[GetParam()];
+  const EngineFactory f = plugin_engine_factory(reference_plugin());
+  for (int i = 0; i < kCases; ++i) {
+    const Case c = fixed_case(f.capabilities, p, GetParam(), i);
+    const PropertyVerdict v = run_one(p, f, c);
+    ASSERT_FALSE(v.failed) << p.name << " failed on case " << i << ": " << c.id() << "\n" << v.message.substr(0, 3000);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ReferencePluginProperty, ::testing::Range<size_t>(0, all_properties().size()),
+                         [](const ::testing::TestParamInfo<size_t>& p) { return std::string(all_properties()[p.param].name); });
+
+TEST(ReferencePlugin, BitIdenticalToTheInProcessReference) {
+  const EngineFactory plugin = plugin_engine_factory(reference_plugin());
+  const EngineFactory local = reference_engine_factory();
+  const auto& props = all_properties();
+  int compared = 0;
+  for (int i = 0; i < 6; ++i) {
+    const Case c = fixed_case(local.capabilities, props[0], 0, i);
+    conformance::RunOptions o;
+    o.check_ring = true;  // the snapshots, rebuilt from positions, match the spec ring exactly too
+    const conformance::RunResult a = conformance::run_case(local, c, o), b = conformance::run_case(plugin, c, o);
+    ASSERT_TRUE(a.ok()) << a.failure;
+    ASSERT_TRUE(b.ok()) << c.id() << ": " << b.failure;
+    conformance::CompareOptions cmp;
+    cmp.bitwise = true;
+    EXPECT_EQ(conformance::compare_runs(a, b, c.config, cmp), "") << c.id();
+    EXPECT_EQ(a.tokens.size(), b.tokens.size());
+    EXPECT_EQ(a.cache_bytes_final, b.cache_bytes_final);
+    compared += static_cast<int>(b.tokens.size());
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(ReferencePlugin, SnapshotsAgreeWithTheInProcessEngineIncludingInt8) {
+  Case c = small_case(40);
+  c.config.k_format = KvFormat{DType::int8, Int8Scheme::per_head, Rounding::nearest_even, 1.0f};
+  c.config.v_format = KvFormat{DType::int8, Int8Scheme::static_tensor, Rounding::half_away, 0.01f};
+  const auto remote = plugin_engine_factory(reference_plugin()).create(c.config);
+  const auto local = make_reference_engine(c.config);
+  std::vector<float> q(2 * 2 * 8), k(2 * 8), v(2 * 8), out(q.size());
+  for (int t = 0; t < 9; ++t) {
+    conformance::fill_chunk(c, conformance::Tensor::q, 0, 2 * t, 2, q.data());
+    conformance::fill_chunk(c, conformance::Tensor::k, 0, 2 * t, 2, k.data());
+    conformance::fill_chunk(c, conformance::Tensor::v, 0, 2 * t, 2, v.data());
+    const SequenceStep s{0, 2, q.data(), k.data(), v.data(), out.data()};
+    remote->step(StepBatch{{}, std::span<const SequenceStep>(&s, 1)});
+    local->step(StepBatch{{}, std::span<const SequenceStep>(&s, 1)});
+    for (int seq = 0; seq < 2; ++seq) {
+      const CacheSnapshot a = *local->snapshot(0, seq), b = *remote->snapshot(0, seq);
+      ASSERT_EQ(a.capacity, b.capacity);
+      EXPECT_EQ(a.positions, b.positions) << "after step " << t;
+      for (size_t slot = 0; slot < a.positions.size(); ++slot) {
+        if (a.positions[slot] < 0) continue;
+        const size_t row = 8;
+        for (size_t e = slot * row; e < (slot + 1) * row; ++e) {
+          EXPECT_EQ(std::memcmp(&a.k[e], &b.k[e], 4), 0);
+          EXPECT_EQ(std::memcmp(&a.v[e], &b.v[e], 4), 0);
+          EXPECT_EQ(a.k_codes[e], b.k_codes[e]);
+          EXPECT_EQ(a.v_codes[e], b.v_codes[e]);
+        }
+        EXPECT_EQ(a.k_scales[slot], b.k_scales[slot]);
+      }
+      EXPECT_TRUE(b.v_scales.empty());  // static_tensor: no per-row scales
+    }
+  }
+  EXPECT_EQ(remote->cache_bytes(), local->cache_bytes());
+  // A reset through the ABI: the sequence starts empty at its new position.
+  remote->reset(0, 1000);
+  local->reset(0, 1000);
+  EXPECT_EQ(remote->snapshot(0, 0)->positions, local->snapshot(0, 0)->positions);
+}
+
+// ---------------------------------------------------------------- mutants
+
+}  // namespace
+}  // namespace ringkv::abi
+
+namespace ringkv::conformance {
+// gtest prints a parameter with this instead of its bytes.
+void PrintTo(const MutantInfo& m, std::ostream* os) { *os << m.name; }
+}  // namespace ringkv::conformance
+
+namespace ringkv::abi {
+namespace {
+
+class MutantPlugin : public ::testing::TestWithParam<conformance::MutantInfo> {};
+
+TEST_P(MutantPlugin, IsKilledLikeInProcess) {
+  const conformance::MutantInfo& m = GetParam();
+  const std::string path = plugin_path(std::string("mutant_") + m.name);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0) << "no plugin for mutant " << m.name << " at " << path
+                                         << " (abi/CMakeLists.txt reads the names from mutants.cpp)";
+  const EngineFactory f = plugin_engine_factory(path, options());
+  if (m.must_pass) {
+    const std::optional<Kill> kill = hunt(f, kCases);
+    ASSERT_FALSE(kill.has_value()) << m.name << " must pass but failed " << kill->property << " on case "
+                                   << kill->case_index << ": " << kill->message.substr(0, 2000);
+    return;
+  }
+  const std::optional<Kill> local = hunt(m.factory, 100);
+  ASSERT_TRUE(local.has_value()) << "in process, mutant " << m.name << " survives";
+  const std::optional<Kill> kill = hunt(f, local->case_index + 1);
+  ASSERT_TRUE(kill.has_value()) << "mutant plugin " << m.name << " (" << m.bug << ") survived";
+  EXPECT_EQ(kill->property, local->property) << m.name;
+  EXPECT_EQ(kill->case_index, local->case_index) << m.name;
+  std::printf("[killed] plugin %-24s by %-20s at case %d\n", m.name, kill->property.c_str(), kill->case_index);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, MutantPlugin, ::testing::ValuesIn(conformance::all_mutants()),
+                         [](const ::testing::TestParamInfo<conformance::MutantInfo>& p) { return std::string(p.param.name); });
+
+// ---------------------------------------------------------------- faults
+
+struct Fault {
+  const char* plugin;
+  int timeout_ms;
+  std::vector<std::string> expected;  // substrings of the failure
+};
+
+void PrintTo(const Fault& f, std::ostream* os) { *os << f.plugin; }
+
+class FaultPlugin : public ::testing::TestWithParam<Fault> {};
+
+TEST_P(FaultPlugin, FailsThatCaseClearlyAndTheNextCaseRunsInAFreshWorker) {
+  const Fault& fault = GetParam();
+#if defined(__SANITIZE_ADDRESS__)
+  ::setenv("ASAN_OPTIONS", "handle_segv=0:handle_abort=0", 1);  // let the worker die of the signal itself
+#endif
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path(fault.plugin), options(fault.timeout_ms));
+  const EngineFactory f = plugin_engine_factory(plugin);
+  const int first_pid = plugin->worker_pid();
+  // Unarmed (max_tokens != 613), the plugin is a correct engine.
+  const conformance::RunResult before = conformance::run_case(f, small_case(612));
+  ASSERT_TRUE(before.ok()) << before.failure;
+  ASSERT_EQ(plugin->workers_started(), 1);
+  // Armed: step 3 misbehaves; the case fails with a message that says how.
+  const auto t0 = std::chrono::steady_clock::now();
+  const conformance::RunResult bad = conformance::run_case(f, small_case(613));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(bad.ok()) << fault.plugin << " passed the armed case";
+  for (const std::string& want : fault.expected) {
+    EXPECT_NE(bad.failure.find(want), std::string::npos) << "failure: " << bad.failure << "\nexpected: " << want;
+  }
+  std::printf("[%s] %s (%.2f s)\n", fault.plugin, bad.failure.c_str(), seconds);
+  EXPECT_LT(seconds, fault.timeout_ms / 1000.0 + 5.0);
+  EXPECT_EQ(plugin->worker_pid(), -1);  // the worker is gone
+  // The next case gets a fresh worker and passes.
+  const conformance::RunResult next = conformance::run_case(f, small_case(612));
+  EXPECT_TRUE(next.ok()) << next.failure;
+  EXPECT_EQ(plugin->workers_started(), 2);
+  EXPECT_NE(plugin->worker_pid(), first_pid);
+  // A property runs on as well.
+  const PropertyInfo& oracle = all_properties()[0];
+  EXPECT_FALSE(run_one(oracle, f, fixed_case(f.capabilities, oracle, 0, 1)).failed);
+}
+
+TEST(FaultPlugin, AnEngineOfADeadWorkerSaysSo) {
+#if defined(__SANITIZE_ADDRESS__)
+  ::setenv("ASAN_OPTIONS", "handle_segv=0:handle_abort=0", 1);
+#endif
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path("crash"), options());
+  const EngineFactory f = plugin_engine_factory(plugin);
+  const Case armed = small_case(613);
+  const auto survivor = f.create(armed.config);
+  EXPECT_FALSE(conformance::run_case(f, armed).ok());
+  try {
+    survivor->cache_bytes();
+    FAIL() << "an engine of the crashed worker answered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker process of this engine is gone (crashed with SIGSEGV during step 3)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, FaultPlugin,
+    ::testing::Values(Fault{"crash", 10000, {"step 3: engine threw: plugin libringkv_plugin_crash.so crashed with SIGSEGV during step 3"}},
+                      Fault{"abort", 10000, {"crashed with SIGABRT (abort) during step 3"}},
+                      Fault{"hang", 2000, {"plugin libringkv_plugin_hang.so timed out after 2000 ms in step 3", "killed"}},
+                      Fault{"oob", 10000, {"wrote out of bounds during step 3", "out of append 0 (sequence 0", "wrote past its end", "index 32"}}),
+    [](const ::testing::TestParamInfo<Fault>& p) { return std::string(p.param.plugin); });
+
+// ---------------------------------------------------------------- conventions
+
+TEST(WindowLeftPlugin, GetsWMinusOneAndPassesTheProperties) {
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path("window_left"), options());
+  EXPECT_EQ(plugin->raw_capabilities().window_convention, RINGKV_WINDOW_LEFT);
+  Config c = small_case(40).config;
+  c.layers.push_back(LayerConfig{1, 0, RopeConfig{}});
+  const nlohmann::json j = nlohmann::json::parse(plugin->config_json(c));
+  EXPECT_EQ(j["window_convention"], "left");
+  EXPECT_EQ(j["layers"][0]["window_left"], 3);
+  EXPECT_EQ(j["layers"][1]["window_left"], 0);
+  EXPECT_FALSE(j["layers"][0].contains("window"));
+  const EngineFactory f = plugin_engine_factory(plugin);
+  const std::optional<Kill> kill = hunt(f, 4);
+  ASSERT_FALSE(kill.has_value()) << kill->property << " on case " << kill->case_index << ": " << kill->message.substr(0, 2000);
+}
+
+TEST(RotatedQkPlugin, IsRotatedByRingkvAndPassesTheProperties) {
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path("rotated_qk"), options());
+  EXPECT_NE(plugin->raw_capabilities().wants_rotated_qk, 0);
+  EXPECT_EQ(nlohmann::json::parse(plugin->config_json(small_case(40).config))["qk_rotated"], true);
+  const EngineFactory f = plugin_engine_factory(plugin);
+  const std::optional<Kill> kill = hunt(f, 4);
+  ASSERT_FALSE(kill.has_value()) << kill->property << " on case " << kill->case_index << ": " << kill->message.substr(0, 2000);
+  // ringkv rotates exactly as the reference does: the same bits.
+  const Case c = fixed_case(f.capabilities, all_properties()[0], 0, 3);
+  const conformance::RunResult a = conformance::run_case(reference_engine_factory(), c), b = conformance::run_case(f, c);
+  ASSERT_TRUE(b.ok()) << b.failure;
+  conformance::CompareOptions cmp;
+  cmp.bitwise = true;
+  EXPECT_EQ(conformance::compare_runs(a, b, c.config, cmp), "") << c.id();
+}
+
+// ---------------------------------------------------------------- the C skeleton of docs/engine-abi.md
+
+TEST(SkeletonPlugin, TheDocsCEnginePassesInsideItsCapabilities) {
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path("skeleton"), options());
+  const EngineFactory f = plugin_engine_factory(plugin);
+  EXPECT_EQ(f.capabilities.k_dtypes, std::vector<DType>{DType::f32});
+  EXPECT_FALSE(f.capabilities.snapshot);
+  EXPECT_FALSE(f.capabilities.sink_logits);
+  Config f16 = small_case(40).config;  // K in f16: outside what it declares
+  try {
+    f.create(f16);
+    FAIL() << "created an engine outside the declared capabilities";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("K dtype f16 is not supported"), std::string::npos) << e.what();
+  }
+  const std::optional<Kill> kill =
+      hunt(f, f.capabilities, 4, [](const PropertyInfo& p) { return !p.needs_snapshot; });
+  ASSERT_FALSE(kill.has_value()) << kill->property << " on case " << kill->case_index << ": " << kill->case_id << "\n"
+                                 << kill->message.substr(0, 2000);
+}
+
+TEST(SkeletonPlugin, TheDocsShowTheSkeletonVerbatim) {
+  const auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string skeleton = read(std::string(RINGKV_SOURCE_DIR) + "/abi/examples/skeleton_plugin.c");
+  const std::string docs = read(std::string(RINGKV_SOURCE_DIR) + "/docs/engine-abi.md");
+  ASSERT_FALSE(skeleton.empty());
+  EXPECT_NE(docs.find("```c\n" + skeleton + "```"), std::string::npos)
+      << "docs/engine-abi.md must end with abi/examples/skeleton_plugin.c verbatim (paste it again)";
+}
+
+// ---------------------------------------------------------------- the export helper, called directly
+
+struct Library {
+  void* handle = nullptr;
+  const ringkv_engine_api* api = nullptr;
+  explicit Library(const std::string& path) {
+    handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) return;
+    void* sym = ::dlsym(handle, RINGKV_ENGINE_API_SYMBOL);
+    ringkv_engine_api_get_fn get = nullptr;
+    std::memcpy(&get, &sym, sizeof get);
+    if (get) api = get(RINGKV_ABI_VERSION_MAJOR);
+  }
+  ~Library() {
+    if (handle) ::dlclose(handle);
+  }
+};
+
+ringkv_tensor tensor(float* data, int64_t L, int64_t n, int64_t H, int64_t D, int64_t row_pad) {
+  ringkv_tensor t{};
+  t.struct_size = sizeof t;
+  t.dtype = RINGKV_DTYPE_F32;
+  t.memory = RINGKV_MEMORY_HOST;
+  t.ndim = 4;
+  t.shape[0] = L, t.shape[1] = n, t.shape[2] = H, t.shape[3] = D;
+  t.strides[3] = 1, t.strides[2] = D + row_pad, t.strides[1] = H * (D + row_pad), t.strides[0] = n * H * (D + row_pad);
+  t.data = data;
+  return t;
+}
+
+TEST(ExportHelper, StridedTensorsErrorsAndMessagesThroughTheCTable) {
+  const Library lib(plugin_path("reference"));
+  ASSERT_NE(lib.api, nullptr) << ::dlerror();
+  const ringkv_engine_api& api = *lib.api;
+  EXPECT_EQ(api.struct_size, sizeof(ringkv_engine_api));
+  EXPECT_NE(api.snapshot, nullptr);
+  EXPECT_NE(api.get_info, nullptr);
+
+  char error[256] = "";
+  ringkv_engine* e = nullptr;
+  const std::string broken = "{\"config_version\": 1, \"layers\": [";
+  EXPECT_EQ(api.create(broken.c_str(), broken.size(), &e, error, sizeof error), RINGKV_ERR_CONFIG);
+  EXPECT_EQ(e, nullptr);
+  EXPECT_NE(std::string(error).find("does not parse"), std::string::npos) << error;
+  Config cfg = small_case(16).config;
+  nlohmann::json j = conformance::config_to_json(cfg);
+  j["num_q_heads"] = 3;  // not a multiple of num_kv_heads
+  j["num_kv_heads"] = 2;
+  const std::string invalid = j.dump();
+  EXPECT_EQ(api.create(invalid.c_str(), invalid.size(), &e, error, sizeof error), RINGKV_ERR_CONFIG);
+  EXPECT_NE(std::string(error).find("num_q_heads"), std::string::npos) << error;
+
+  const std::string good = conformance::config_to_json(cfg).dump();
+  ASSERT_EQ(api.create(good.c_str(), good.size(), &e, error, sizeof error), RINGKV_OK) << error;
+  const int64_t Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim, n = 3, pad = 5;
+  // Strided inputs and output (each head row padded by 5 floats) against the in-process engine.
+  Case c = small_case(16);
+  std::vector<float> q(static_cast<size_t>(n * Hq * D)), k(static_cast<size_t>(n * Hkv * D)), v(k.size()), want(q.size());
+  conformance::fill_chunk(c, conformance::Tensor::q, 0, 0, n, q.data());
+  conformance::fill_chunk(c, conformance::Tensor::k, 0, 0, n, k.data());
+  conformance::fill_chunk(c, conformance::Tensor::v, 0, 0, n, v.data());
+  const auto strided = [&](const std::vector<float>& x, int64_t H) {
+    std::vector<float> s(static_cast<size_t>(n * H * (D + pad)), -7.0f);
+    for (int64_t r = 0; r < n * H; ++r) std::copy_n(x.begin() + r * D, D, s.begin() + r * (D + pad));
+    return s;
+  };
+  std::vector<float> qs = strided(q, Hq), ks = strided(k, Hkv), vs = strided(v, Hkv), outs(qs.size(), -7.0f);
+  ringkv_append a{};
+  a.struct_size = sizeof a;
+  a.sequence = 1;
+  a.n_tokens = n;
+  a.q = tensor(qs.data(), 1, n, Hq, D, pad);
+  a.k = tensor(ks.data(), 1, n, Hkv, D, pad);
+  a.v = tensor(vs.data(), 1, n, Hkv, D, pad);
+  a.out = tensor(outs.data(), 1, n, Hq, D, pad);
+  ringkv_batch b{};
+  b.struct_size = sizeof b;
+  b.num_appends = 1;
+  b.appends = &a;
+  ASSERT_EQ(api.step(e, &b), RINGKV_OK) << api.last_error(e);
+  const auto local = make_reference_engine(cfg);
+  const SequenceStep s{1, n, q.data(), k.data(), v.data(), want.data()};
+  local->step(StepBatch{{}, std::span<const SequenceStep>(&s, 1)});
+  for (int64_t r = 0; r < n * Hq; ++r) {
+    for (int64_t d = 0; d < D + pad; ++d) {
+      const float got = outs[static_cast<size_t>(r * (D + pad) + d)];
+      if (d < D) {
+        EXPECT_EQ(got, want[static_cast<size_t>(r * D + d)]);
+      } else {
+        EXPECT_EQ(got, -7.0f) << "wrote into the padding";
+      }
+    }
+  }
+  EXPECT_STREQ(api.last_error(e), "");
+  // A bad shape is an invalid argument with a message naming it, valid until the next call.
+  a.q.shape[2] = 7;
+  EXPECT_EQ(api.step(e, &b), RINGKV_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(api.last_error(e)).find("step.appends[0].q.shape[2] = 7"), std::string::npos) << api.last_error(e);
+  a.q.shape[2] = Hq;
+  // Too many tokens is a step error, and changes nothing.
+  a.n_tokens = 1;
+  a.q.shape[1] = a.k.shape[1] = a.v.shape[1] = a.out.shape[1] = 1;
+  EXPECT_EQ(api.reset(e, 9, 0), RINGKV_ERR_STEP);
+  EXPECT_NE(std::string(api.last_error(e)).find("sequence"), std::string::npos) << api.last_error(e);
+  uint64_t bytes = 0;
+  EXPECT_EQ(api.cache_bytes(e, &bytes), RINGKV_OK);
+  EXPECT_EQ(bytes, local->cache_bytes());
+  EXPECT_STREQ(api.last_error(e), "");  // cleared by the successful call
+  // Snapshot keyed by position: sequence 1 holds positions 0..2 (start positions are 0); 99 is absent.
+  const int64_t positions[] = {2, 99, 0};
+  std::vector<uint8_t> present(3, 7);
+  std::vector<float> sk(static_cast<size_t>(3 * Hkv * D)), sv(sk.size());
+  ringkv_snapshot_request req{};
+  req.struct_size = sizeof req;
+  req.layer = 0;
+  req.sequence = 1;
+  req.num_positions = 3;
+  req.positions = positions;
+  ringkv_snapshot_result res{};
+  res.struct_size = sizeof res;
+  res.present = present.data();
+  res.k = sk.data();
+  res.v = sv.data();
+  ASSERT_EQ(api.snapshot(e, &req, &res), RINGKV_OK) << api.last_error(e);
+  EXPECT_EQ(present, (std::vector<uint8_t>{1, 0, 1}));
+  const CacheSnapshot ls = *local->snapshot(0, 1);
+  for (int64_t d = 0; d < Hkv * D; ++d) {
+    EXPECT_EQ(sk[static_cast<size_t>(d)], ls.k[static_cast<size_t>(2 * Hkv * D + d)]);  // position 2 is in slot 2
+    EXPECT_EQ(sv[static_cast<size_t>(2 * Hkv * D + d)], ls.v[static_cast<size_t>(d)]);
+  }
+  EXPECT_EQ(res.capacity_rows, ls.capacity);
+  EXPECT_EQ(res.codes_written, 0);
+  ringkv_engine_info info{};
+  info.struct_size = sizeof info;
+  ASSERT_EQ(api.get_info(e, &info), RINGKV_OK);
+  EXPECT_STREQ(info.name, "reference");
+  EXPECT_EQ(info.precision.k_storage, RINGKV_PRECISION_F16);
+  EXPECT_EQ(api.poison_empty_slots(e), RINGKV_OK);
+  api.destroy(e);
+  api.destroy(nullptr);
+}
+
+}  // namespace
+}  // namespace ringkv::abi
