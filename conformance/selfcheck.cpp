@@ -18,9 +18,8 @@ using namespace ringkv::conformance;
 namespace {
 
 // One sequence, given chunks, one layer.
-Case boundary_case(const char* label, int64_t W, int64_t S, std::vector<int64_t> chunks, int Hq, int Hkv, int D,
+Case boundary_case(int64_t W, int64_t S, std::vector<int64_t> chunks, int Hq, int Hkv, int D,
                    KvFormat k = {}, KvFormat v = {}, int64_t p0 = 0, DataMode data = DataMode::needle) {
-  (void)label;
   Case c;
   c.config.layers = {LayerConfig{W, S, RopeConfig{}}};
   c.config.num_q_heads = Hq;
@@ -47,19 +46,19 @@ int main() {
   KvFormat e4m3{DType::fp8_e4m3, Int8Scheme::per_head, Rounding::nearest_even, 1.0f};
   struct Named { const char* what; Case c; };
   std::vector<Named> cases = {
-      {"decode t < W .. 4W, W = 8", boundary_case("", 8, 0, std::vector<int64_t>(33, 1), 4, 2, 64)},
-      {"W = 1 (own key only)", boundary_case("", 1, 0, {1, 1, 3}, 2, 1, 16)},
-      {"sinks S = 4, W = 4", boundary_case("", 4, 4, {3, 1, 5, 9, 1}, 8, 2, 64)},
-      {"chunk > 2W crossing the wrap", boundary_case("", 8, 1, {5, 21, 1, 8}, 4, 4, 32)},
-      {"chunks W-1, W, W+1", boundary_case("", 16, 0, {15, 16, 17, 1}, 8, 1, 128)},
-      {"GQA 8:1, head_dim 128", boundary_case("", 32, 0, {40, 1, 1, 30}, 8, 1, 128)},
-      {"f16 K/V", boundary_case("", 8, 1, {9, 1, 8}, 4, 2, 64, f16, f16)},
-      {"bf16 K, f32 V", boundary_case("", 8, 0, {17, 1}, 4, 2, 64, bf16, {})},
-      {"int8 per_head", boundary_case("", 8, 1, {12, 1, 7}, 4, 2, 64, int8, int8)},
-      {"int8 q8_0 (roundf)", boundary_case("", 8, 0, {10, 10}, 4, 2, 64, q80, q80)},
-      {"fp8 e4m3 K, f16 V", boundary_case("", 8, 0, {10, 10}, 4, 2, 64, e4m3, f16)},
-      {"position 2^24", boundary_case("", 8, 0, {20, 1}, 4, 2, 64, {}, {}, int64_t{1} << 24)},
-      {"random data, W = 64", boundary_case("", 64, 0, {100, 1, 1, 63, 65}, 4, 2, 64, {}, {}, 5, DataMode::random)},
+      {"decode t < W .. 4W, W = 8", boundary_case(8, 0, std::vector<int64_t>(33, 1), 4, 2, 64)},
+      {"W = 1 (own key only)", boundary_case(1, 0, {1, 1, 3}, 2, 1, 16)},
+      {"sinks S = 4, W = 4", boundary_case(4, 4, {3, 1, 5, 9, 1}, 8, 2, 64)},
+      {"chunk > 2W crossing the wrap", boundary_case(8, 1, {5, 21, 1, 8}, 4, 4, 32)},
+      {"chunks W-1, W, W+1", boundary_case(16, 0, {15, 16, 17, 1}, 8, 1, 128)},
+      {"GQA 8:1, head_dim 128", boundary_case(32, 0, {40, 1, 1, 30}, 8, 1, 128)},
+      {"f16 K/V", boundary_case(8, 1, {9, 1, 8}, 4, 2, 64, f16, f16)},
+      {"bf16 K, f32 V", boundary_case(8, 0, {17, 1}, 4, 2, 64, bf16, {})},
+      {"int8 per_head", boundary_case(8, 1, {12, 1, 7}, 4, 2, 64, int8, int8)},
+      {"int8 q8_0 (roundf)", boundary_case(8, 0, {10, 10}, 4, 2, 64, q80, q80)},
+      {"fp8 e4m3 K, f16 V", boundary_case(8, 0, {10, 10}, 4, 2, 64, e4m3, f16)},
+      {"position 2^24", boundary_case(8, 0, {20, 1}, 4, 2, 64, {}, {}, int64_t{1} << 24)},
+      {"random data, W = 64", boundary_case(64, 0, {100, 1, 1, 63, 65}, 4, 2, 64, {}, {}, 5, DataMode::random)},
   };
   // Plus generated cases across every feature (fixed seeds).
   for (int i = 0; i < 24; ++i) {

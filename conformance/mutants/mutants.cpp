@@ -206,32 +206,9 @@ class F16Query : public ReferenceEngine {
   bool declare_f16_;
 };
 
-// A typical f16 inference engine: q, P and the output rounded to f16 (accumulating in f32),
-// declaring exactly that. A control: correct under its declaration, so the bound must accept it.
-class F16Engine : public ReferenceEngine {
- public:
-  using ReferenceEngine::ReferenceEngine;
-
- protected:
-  void round_query(float* q, int n) const override {
-    for (int i = 0; i < n; ++i) q[i] = round_to_f16(q[i]);
-  }
-  void round_weights(float* p, int64_t n) const override {
-    for (int64_t i = 0; i < n; ++i) p[i] = round_to_f16(p[i]);
-  }
-  void round_output(float* o, int n) const override {
-    for (int i = 0; i < n; ++i) o[i] = round_to_f16(o[i]);
-  }
-  PrecisionProfile precision() const override {
-    PrecisionProfile p = ReferenceEngine::precision();
-    p.q_dot = p.p_before_pv = p.output = Precision::f16;
-    return p;
-  }
-  const char* engine_name() const override { return "control:f16_engine"; }
-};
-
-// Any engine above with a typical f16 engine's numerics (and an honest f16 declaration): its
-// bug must still show through the much looser f16 bound (the needles' job).
+// Any engine above with a typical f16 engine's numerics: q, P and the output rounded to f16,
+// accumulating in f32, with an honest f16 declaration. Its bug must still show through the much
+// looser f16 bound (the needles' job); on the reference itself it is a control that must pass.
 template <class Base>
 class WithF16Numerics : public Base {
  public:
@@ -291,7 +268,7 @@ const std::vector<MutantInfo>& all_mutants() {
       {"f16_query_declared_f16", "q rounded to f16, declaring q_dot = f16 (correct: must pass)",
        factory<F16Query>("f16_query_declared_f16", true), true},
       {"f16_engine", "q, P and output rounded to f16, declared (a typical f16 engine: must pass)",
-       factory<F16Engine>("f16_engine"), true},
+       factory<WithF16Numerics<ReferenceEngine>>("f16_engine", "control:f16_engine"), true},
   };
   return mutants;
 }

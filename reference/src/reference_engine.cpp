@@ -17,22 +17,12 @@ namespace {
   throw StepError(field + " = " + value + ": " + rule);
 }
 
-// Finds the first non-finite value of a [L][n][H][D] tensor; returns false if all are finite.
-bool find_non_finite(const float* x, int64_t layers, int64_t n, int64_t heads, int64_t dim, std::string* where) {
-  const int64_t total = layers * n * heads * dim;
-  for (int64_t i = 0; i < total; ++i) {
-    if (!std::isfinite(x[i])) {
-      const int64_t d = i % dim, h = (i / dim) % heads, t = (i / dim / heads) % n, l = i / dim / heads / n;
-      std::ostringstream os;
-      os << "[layer " << l << "][token " << t << "][head " << h << "][dim " << d << "]";
-      *where = os.str();
-      os.str("");
-      os << x[i];
-      *where += "\n" + os.str();  // field, then value
-      return true;
-    }
+// Index of the first non-finite value among x[0..n), or -1.
+int64_t first_non_finite(const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return i;
   }
-  return false;
+  return -1;
 }
 
 }  // namespace
@@ -181,12 +171,15 @@ void ReferenceEngine::validate_batch(const StepBatch& batch) const {
       reject(field("appends", a) + ".q/k/v/out", "null", "must all be non-null");
     }
     const int64_t D = config_.head_dim;
-    const auto check_finite = [&](const float* x, int heads, const char* name) {
-      std::string where;
-      if (find_non_finite(x, L, step.n_tokens, heads, D, &where)) {
-        const size_t cut = where.find('\n');
-        reject(field("appends", a) + "." + name + where.substr(0, cut), where.substr(cut + 1), "must be finite");
-      }
+    const auto check_finite = [&](const float* x, int64_t heads, const char* name) {
+      const int64_t i = first_non_finite(x, L * step.n_tokens * heads * D);
+      if (i < 0) return;
+      const int64_t d = i % D, h = (i / D) % heads, t = (i / D / heads) % step.n_tokens;
+      const int64_t l = i / D / heads / step.n_tokens;
+      std::ostringstream where, value;
+      where << "[layer " << l << "][token " << t << "][head " << h << "][dim " << d << "]";
+      value << x[i];
+      reject(field("appends", a) + "." + name + where.str(), value.str(), "must be finite");
     };
     check_finite(step.q, config_.num_q_heads, "q");
     check_finite(step.k, config_.num_kv_heads, "k");
