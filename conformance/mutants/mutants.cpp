@@ -235,6 +235,27 @@ class WithF16Numerics : public Base {
   const char* name_;
 };
 
+// Controls for summation order: the softmax denominator and P·V summed over the visible keys
+// in reverse slot order (deterministic), or in an order that alternates from one query to the
+// next (declared non-deterministic, so every comparison between two runs goes through the bound).
+class OtherSummationOrder : public ReferenceEngine {
+ public:
+  OtherSummationOrder(Config c, bool varying) : ReferenceEngine(std::move(c)), varying_(varying) {}
+
+ protected:
+  void order_visible(int64_t* slots, int64_t n) const override {
+    if (!varying_ || (calls_++ % 2 == 1)) std::reverse(slots, slots + n);
+  }
+  bool deterministic() const override { return !varying_; }
+  const char* engine_name() const override {
+    return varying_ ? "control:varying_summation" : "control:reversed_summation";
+  }
+
+ private:
+  bool varying_;
+  mutable uint64_t calls_ = 0;
+};
+
 template <typename T, typename... Extra>
 EngineFactory factory(const char* name, Extra... extra) {
   return EngineFactory{name, ReferenceEngine::capabilities(), [=](const Config& c) -> std::unique_ptr<Engine> {
@@ -269,6 +290,10 @@ const std::vector<MutantInfo>& all_mutants() {
        factory<F16Query>("f16_query_declared_f16", true), true},
       {"f16_engine", "q, P and output rounded to f16, declared (a typical f16 engine: must pass)",
        factory<WithF16Numerics<ReferenceEngine>>("f16_engine", "control:f16_engine"), true},
+      {"reversed_summation", "sums over the visible keys in reverse slot order (correct: must pass)",
+       factory<OtherSummationOrder>("reversed_summation", false), true},
+      {"varying_summation", "summation order changes from query to query, declared non-deterministic "
+       "(correct: must pass)", factory<OtherSummationOrder>("varying_summation", true), true},
   };
   return mutants;
 }

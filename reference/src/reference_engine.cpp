@@ -61,7 +61,7 @@ void ReferenceEngine::rebuild_rings() {
 
 Capabilities ReferenceEngine::capabilities() { return Capabilities{}; }
 
-EngineInfo ReferenceEngine::info() const { return EngineInfo{engine_name(), precision(), true}; }
+EngineInfo ReferenceEngine::info() const { return EngineInfo{engine_name(), precision(), deterministic()}; }
 
 PrecisionProfile ReferenceEngine::precision() const {
   PrecisionProfile p;
@@ -117,6 +117,7 @@ void ReferenceEngine::encode_kv_row(bool, const KvFormat& format, const float* x
 }
 
 void ReferenceEngine::round_query(float*, int) const {}
+void ReferenceEngine::order_visible(int64_t*, int64_t) const {}
 void ReferenceEngine::round_weights(float*, int64_t) const {}
 void ReferenceEngine::round_output(float*, int) const {}
 
@@ -275,6 +276,7 @@ void ReferenceEngine::attend_token(int layer, int sequence, int64_t index, const
   for (int64_t slot = 0; slot < C; ++slot) {
     if (slot_visible(layer, index, ring.position(slot), p0)) visible_[static_cast<size_t>(n_visible++)] = slot;
   }
+  order_visible(visible_.data(), n_visible);
 
   const float scale = static_cast<float>(softmax_scale(config_));
   const bool capped = config_.softcap.has_value();

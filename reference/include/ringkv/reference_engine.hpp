@@ -65,8 +65,12 @@ class ReferenceEngine : public Engine {
   virtual void round_weights(float* p, int64_t n) const;
   /// Rounds one head's output, if an engine does (the reference does not).
   virtual void round_output(float* o, int n) const;
+  /// Orders the visible slots of one query before the sums over them (the reference keeps slot order).
+  virtual void order_visible(int64_t* slots, int64_t n) const;
   /// The declared precision profile.
   virtual PrecisionProfile precision() const;
+  /// Whether the engine declares itself deterministic (the reference is).
+  virtual bool deterministic() const { return true; }
   virtual const char* engine_name() const { return "reference"; }
 
   // ---- the algorithm ----
