@@ -164,47 +164,34 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
         rec.bound.resize(per_tok);
         for (int l = 0; l < L; ++l) {
           for (int h = 0; h < Hq; ++h) {
-            if (opt.oracle && want[(static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(t)) *
-                                       static_cast<size_t>(Hq) + static_cast<size_t>(h)].o.empty()) {
-              continue;  // a query the oracle did not sample
-            }
-            if (!opt.oracle) {
-              const size_t src0 = ((static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(t)) * static_cast<size_t>(Hq) +
-                                   static_cast<size_t>(h)) * static_cast<size_t>(D);
-              std::copy(b.out.begin() + static_cast<std::ptrdiff_t>(src0), b.out.begin() + static_cast<std::ptrdiff_t>(src0 + static_cast<size_t>(D)),
-                        rec.got.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(l) * static_cast<size_t>(Hq) + static_cast<size_t>(h)) * static_cast<size_t>(D)));
-              continue;
-            }
-            const OracleOutput& o =
-                want[(static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(t)) * static_cast<size_t>(Hq) +
-                     static_cast<size_t>(h)];
+            // This (layer, token, head): in the step's [L][n][Hq] order and in the record's [L][Hq].
+            const size_t src_row = (static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(t)) *
+                                       static_cast<size_t>(Hq) + static_cast<size_t>(h);
+            const size_t dst0 = (static_cast<size_t>(l) * static_cast<size_t>(Hq) + static_cast<size_t>(h)) *
+                                static_cast<size_t>(D);
+            const float* got = b.out.data() + src_row * static_cast<size_t>(D);
+            std::copy(got, got + D, rec.got.begin() + static_cast<std::ptrdiff_t>(dst0));
+            if (!opt.oracle || want[src_row].o.empty()) continue;  // no oracle, or a query it did not sample
+            const OracleOutput& o = want[src_row];
             for (int d = 0; d < D; ++d) {
-              const size_t src = ((static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(t)) * static_cast<size_t>(Hq) +
-                                  static_cast<size_t>(h)) * static_cast<size_t>(D) + static_cast<size_t>(d);
-              const size_t dst = (static_cast<size_t>(l) * static_cast<size_t>(Hq) + static_cast<size_t>(h)) * static_cast<size_t>(D) +
-                                 static_cast<size_t>(d);
-              const float g = b.out[src];
+              const size_t dst = dst0 + static_cast<size_t>(d);
+              const float g = got[d];
               const double e = o.o[static_cast<size_t>(d)];
               const double bound = output_bound(ctx[static_cast<size_t>(l)], o.score, o.dims[static_cast<size_t>(d)]);
-              rec.got[dst] = g;
               rec.expected[dst] = e;
               rec.bound[dst] = bound;
               if (!opt.compare_oracle) continue;  // records only
               ++result.outputs_checked;
               const double err = std::fabs(double(g) - e);
               const double ratio = bound > 0 ? err / bound : (err == 0 ? 0.0 : INFINITY);
-              if (!(err <= bound)) {
-                if (result.failure.empty()) {
-                  std::ostringstream os;
-                  os.precision(9);
-                  os << "step " << st << ", sequence " << s << ", token " << index << " (position " << rec.position
-                     << "), layer " << l << ", q head " << h << ", dim " << d << ": expected " << e << ", got " << g
-                     << ", |diff| " << err << " > bound " << bound;
-                  result.failure = os.str();
-                }
-                result.worst_ratio = std::isnan(err) ? INFINITY : std::max(result.worst_ratio, ratio);
-              } else {
-                result.worst_ratio = std::max(result.worst_ratio, ratio);
+              result.worst_ratio = std::isnan(err) ? INFINITY : std::max(result.worst_ratio, ratio);
+              if (!(err <= bound) && result.failure.empty()) {
+                std::ostringstream os;
+                os.precision(9);
+                os << "step " << st << ", sequence " << s << ", token " << index << " (position " << rec.position
+                   << "), layer " << l << ", q head " << h << ", dim " << d << ": expected " << e << ", got " << g
+                   << ", |diff| " << err << " > bound " << bound;
+                result.failure = os.str();
               }
             }
           }
