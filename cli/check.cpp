@@ -13,6 +13,7 @@
 
 #include "golden/golden.hpp"
 #include "property_runner.hpp"
+#include "ringkv/cuda_engine.hpp"
 #include "ringkv/reference_engine.hpp"
 #include "support/config_json.hpp"
 #ifdef RINGKV_HAVE_ABI
@@ -120,24 +121,40 @@ struct EngineUnderTest {
   std::string label;  // as given on the command line
   EngineFactory factory;
   bool external_outputs = false;
+  std::string unavailable;  // non-empty: a built-in engine this machine cannot run (listed as skipped)
 };
 
+// The built-in engines by name: the reference, the CUDA engine's plan on the host, and the CUDA engines.
+const char* const kBuiltinEngines[] = {"reference", "cuda-plan", "cuda-plan-cublas", "cuda", "cuda-cublas"};
+
+EngineFactory builtin_factory(const std::string& name) {
+  if (name == "reference") return reference_engine_factory();
+  if (name == "cuda-plan") return cuda::plan_engine_factory();
+  if (name == "cuda-plan-cublas") return cuda::plan_cublas_engine_factory();
+  if (name == "cuda") return cuda::cuda_engine_factory();
+  return cuda::cublas_engine_factory();
+}
+
 EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
-  if (spec == "reference") return {spec, reference_engine_factory()};
-  if (spec == "cuda") {
-    throw InputError("--engine cuda: this ringkv has no CUDA engine yet (it comes with the CUDA engine issue)");
+  for (const char* name : kBuiltinEngines) {
+    if (spec != name) continue;
+    if ((spec == "cuda" || spec == "cuda-cublas") && !cuda::cuda_unavailable_reason().empty()) {
+      throw InputError("--engine " + spec + ": " + cuda::cuda_unavailable_reason());
+    }
+    return {spec, builtin_factory(spec), false, {}};
   }
   if (spec.find('/') != std::string::npos || spec.ends_with(".so")) {
 #ifdef RINGKV_HAVE_ABI
     abi::PluginOptions po;
     po.timeout_ms = opt.timeout_ms;
-    return {spec, abi::plugin_engine_factory(spec, po)};
+    return {spec, abi::plugin_engine_factory(spec, po), false, {}};
 #else
     (void)opt;
     throw InputError("--engine " + spec + ": this ringkv was built without plugin support");
 #endif
   }
-  throw InputError("--engine \"" + spec + "\": must be reference, cuda, or the path of a plugin .so");
+  throw InputError("--engine \"" + spec +
+                   "\": must be reference, cuda, cuda-cublas, cuda-plan, cuda-plan-cublas, or the path of a plugin .so");
 }
 
 }  // namespace
@@ -163,7 +180,16 @@ int run_check(const CheckOptions& opt) {
   const std::regex keep = make_regex(opt.filter.empty() ? ".*" : opt.filter, "--filter");
   const std::regex drop = make_regex(opt.exclude.empty() ? "$^" : opt.exclude, "--exclude");
   const std::vector<std::regex> xfails = read_xfail(opt.xfail_file);
-  if (opt.no_golden && !opt.properties) throw InputError("--no-golden needs --properties: there would be nothing to check");
+  const bool properties = opt.properties || !opt.replay.empty();
+  if (opt.no_golden && !properties) throw InputError("--no-golden needs --properties: there would be nothing to check");
+  if (!opt.replay.empty()) {
+    try {
+      replay_property(opt.replay);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(e.what());
+    }
+  }
+  if (!(opt.shrink_time >= 0)) throw InputError("--shrink-time must be >= 0 seconds");
   std::vector<ManifestEntry> selected;
   if (!opt.no_golden) {
     for (const ManifestEntry& e : read_manifest(opt.golden_dir)) {
@@ -188,10 +214,16 @@ int run_check(const CheckOptions& opt) {
   }
   std::vector<EngineUnderTest> engines;
   if (!opt.outputs_dir.empty()) {
-    if (!opt.engines.empty() || opt.properties) throw InputError("--outputs cannot be combined with --engine or --properties");
-    engines.push_back({"outputs:" + opt.outputs_dir, {}, true});
+    if (!opt.engines.empty() || properties) throw InputError("--outputs cannot be combined with --engine or --properties");
+    engines.push_back({"outputs:" + opt.outputs_dir, {}, true, {}});
   } else if (opt.engines.empty()) {
-    engines.push_back(make_engine("reference", opt));  // every built-in engine available here
+    // Every built-in engine; the CUDA engines are listed as skipped, with the reason, where this
+    // machine cannot run them (built without CUDA, or no device).
+    for (const char* name : kBuiltinEngines) {
+      EngineUnderTest e{name, builtin_factory(name), false, {}};
+      if (e.label == "cuda" || e.label == "cuda-cublas") e.unavailable = cuda::cuda_unavailable_reason();
+      engines.push_back(e);
+    }
   } else {
     for (const std::string& e : opt.engines) engines.push_back(make_engine(e, opt));
   }
@@ -201,6 +233,7 @@ int run_check(const CheckOptions& opt) {
   bool failed = false;
   std::vector<std::string> reasons;
   for (const EngineUnderTest& eng : engines) {
+    if (!eng.unavailable.empty()) continue;
     size_t done = 0;
     for (const ManifestEntry& e : selected) {
       ++done;
@@ -249,8 +282,23 @@ int run_check(const CheckOptions& opt) {
       if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) failed = true;
       results.push_back(r);
     }
-    if (opt.properties) {
-      for (const PropertyOutcome& p : run_properties(eng.factory, opt.cases, opt.seed, opt.filter, opt.exclude, progress)) {
+    if (properties) {
+      PropertyRunOptions po;
+      po.cases = opt.cases;
+      po.seed = opt.seed;
+      po.filter = opt.filter;
+      po.exclude = opt.exclude;
+      po.shrink_time = opt.shrink_time;
+      po.progress = progress;
+      po.replay = opt.replay;
+      po.command = "ringkv check --engine " + shell_quote(eng.label);
+      std::vector<PropertyOutcome> outcomes;
+      try {
+        outcomes = run_properties(eng.factory, po);
+      } catch (const std::invalid_argument& e) {
+        throw InputError(e.what());
+      }
+      for (const PropertyOutcome& p : outcomes) {
         if (!p.passed) failed = true;
         props.emplace_back(eng.label, p);
       }
@@ -259,6 +307,10 @@ int run_check(const CheckOptions& opt) {
 
   // ---- report: a table per boundary class ----
   for (const EngineUnderTest& eng : engines) {
+    if (!eng.unavailable.empty()) {
+      std::printf("\nringkv check: engine %s skipped: %s\n", eng.label.c_str(), eng.unavailable.c_str());
+      continue;
+    }
     if (opt.no_golden) break;
     struct Row { int passed = 0, failed = 0, xfail = 0, skipped = 0; double worst = 0; };
     std::map<std::string, Row> rows;
@@ -307,14 +359,12 @@ int run_check(const CheckOptions& opt) {
     for (const std::string& c : r.classes) std::printf(" %s", c.c_str());
     std::printf("\n  %s\n  reproduce: %s\n", r.detail.c_str(), r.reproduce.c_str());
   }
+  // Golden failures (small, named cases) come first; then the properties, each failure with its
+  // first failing case, its shrunk case and a replay line for each.
   for (const auto& [eng, p] : props) {
-    std::printf("property %-22s %s%s\n", p.name.c_str(), p.passed ? "passed" : "FAILED",
-                p.cases_run ? "" : " (skipped)");
-    if (!p.passed) {
-      std::printf("%s\n  reproduce: ringkv check --engine %s --properties --cases %d --seed %llu --filter '^%s$'\n",
-                  p.report.c_str(), shell_quote(eng).c_str(), opt.cases, static_cast<unsigned long long>(opt.seed),
-                  p.name.c_str());
-    }
+    std::printf("property %-22s %s%s%s\n", p.name.c_str(), p.passed ? "passed" : "FAILED",
+                p.skipped ? " (skipped)" : "", p.passed ? "" : (" on engine " + eng).c_str());
+    if (!p.passed) std::printf("%s", p.report.c_str());
   }
   for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
   int passed = 0, skipped = 0, xf = 0;
@@ -325,10 +375,15 @@ int run_check(const CheckOptions& opt) {
   }
   std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases", failed ? "FAILED" : "PASSED", passed,
               n_fail, xf, skipped);
-  if (opt.properties) {
+  if (properties) {
     int pf = 0;
     for (const auto& pr : props) pf += pr.second.passed ? 0 : 1;
-    std::printf("; %zu properties, %d failed", props.size(), pf);
+    if (opt.replay.empty()) {
+      std::printf("; %zu properties (seed %llu, %d cases each), %d failed", props.size(),
+                  static_cast<unsigned long long>(opt.seed), opt.cases, pf);
+    } else {
+      std::printf("; replayed %s: %s", opt.replay.c_str(), pf ? "FAILED" : "passed");
+    }
   }
   std::printf("\n");
 
@@ -337,13 +392,30 @@ int run_check(const CheckOptions& opt) {
     json j;
     j["passed"] = !failed;
     j["reasons"] = reasons;
+    for (const EngineUnderTest& eng : engines) {
+      if (!eng.unavailable.empty()) j["skipped_engines"].push_back({{"engine", eng.label}, {"reason", eng.unavailable}});
+    }
     for (const CaseResult& r : results) {
       j["cases"].push_back({{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
                             {"status", status_name(r.status)}, {"worst_ratio", r.worst_ratio},
                             {"outputs_checked", r.outputs}, {"detail", r.detail}, {"reproduce", r.reproduce}});
     }
     for (const auto& [eng, p] : props) {
-      j["properties"].push_back({{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"report", p.report}});
+      json jp = {{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"skipped", p.skipped}, {"report", p.report}};
+      if (!p.passed && p.error.empty()) {
+        const auto fc = [](const FailingCase& c) {
+          return json{{"id", c.id}, {"shape", c.shape}, {"tokens", c.tokens}, {"steps", c.steps},
+                      {"first_failing_step", c.step}, {"reason", c.reason}, {"replay", c.replay}};
+        };
+        jp["seed"] = opt.seed;
+        jp["failing_case"] = p.failing_case;
+        jp["first_case"] = fc(p.first);
+        jp["shrunk_case"] = fc(p.shrunk);
+        jp["shrink"] = {{"attempted", p.shrink_attempted}, {"fully_shrunk", p.fully_shrunk},
+                        {"steps", p.shrink_steps}, {"tried", p.shrink_tries},
+                        {"seconds_to_first", p.seconds_to_first}, {"seconds_shrinking", p.seconds_shrinking}};
+      }
+      j["properties"].push_back(jp);
     }
     std::ofstream(opt.json_file) << j.dump(2) << "\n";
   }
@@ -352,6 +424,10 @@ int run_check(const CheckOptions& opt) {
     x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ringkv check\">\n";
     for (const EngineUnderTest& eng : engines) {
       x << "  <testsuite name=\"" << xml_escape(eng.label) << "\">\n";
+      if (!eng.unavailable.empty()) {
+        x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << "\"><skipped message=\""
+          << xml_escape(eng.unavailable) << "\"/></testcase>\n";
+      }
       for (const CaseResult& r : results) {
         if (r.engine != eng.label) continue;
         x << "    <testcase classname=\"golden\" name=\"" << xml_escape(r.name) << "\">";

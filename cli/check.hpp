@@ -21,6 +21,10 @@ struct CheckOptions {
   bool no_golden = false;  ///< properties only
   int cases = 100;
   uint64_t seed = 1;
+  /// Shrink budget per property in seconds (0: no shrinking; infinity: shrink to the end).
+  double shrink_time = 60;
+  /// Non-empty: run only the property case this replay token names (implies --properties).
+  std::string replay;
   std::string filter, exclude, xfail_file;
   double max_skipped_classes = 0.25;
   std::string outputs_dir, profile_file;

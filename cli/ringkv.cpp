@@ -1,6 +1,6 @@
 // ringkv: the command-line tool.
 //
-//   ringkv check [--engine reference|cuda|PATH.so] [--golden DIR] [--properties [--cases N]] ...
+//   ringkv check [--engine reference|cuda|cuda-cublas|cuda-plan|cuda-plan-cublas|PATH.so] [--golden DIR] [--properties [--cases N]] ...
 //   ringkv check --outputs DIR [--profile FILE]      (engines that wrote their outputs to files)
 //   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE
 //   ringkv memory --layers L --kv-heads H --head-dim D --dtype f16 [--window W] ...
@@ -56,13 +56,23 @@ int main(int argc, char** argv) {
   CLI::App* check = app.add_subcommand("check", "Check an engine against the golden cases (and, with --properties, the "
                                                 "RapidCheck properties with shrinking)");
   check->add_option("--engine", chk.engines,
-                    "Engine to check: 'reference', 'cuda', or the path of a plugin shared library (C ABI, "
-                    "docs/engine-abi.md). Repeatable. Default: every built-in engine available here");
+                    "Engine to check: 'reference', 'cuda' (fused decode), 'cuda-cublas' (cuBLAS path), 'cuda-plan' and "
+                    "'cuda-plan-cublas' (the CUDA engine's launch plan run on the CPU), or the path of a plugin "
+                    "shared library (C ABI, docs/engine-abi.md). Repeatable. Default: every built-in engine; the "
+                    "CUDA ones are listed as skipped where no device is present");
   check->add_option("--golden", chk.golden_dir, "Folder holding manifest.json and cases/ (default: the committed set)");
   check->add_flag("--properties", chk.properties, "Also run the 12 RapidCheck properties against the engine");
   check->add_flag("--no-golden", chk.no_golden, "With --properties: run the properties only, no golden cases");
   check->add_option("--cases", chk.cases, "Cases per property with --properties (default 100)")->check(CLI::Range(1, 1000000));
   check->add_option("--seed", chk.seed, "RapidCheck seed for --properties (default 1; a failure prints it)");
+  check->add_option("--shrink-time", chk.shrink_time,
+                    "With --properties: seconds each failing property may spend shrinking its counterexample "
+                    "(default 60; 0 = no shrinking, report the first failing case; 'inf' or any large number = "
+                    "shrink to the end). When the budget runs out, the smallest failing case found so far is "
+                    "reported, marked NOT FULLY SHRUNK, with a --replay line that runs exactly that case");
+  check->add_option("--replay", chk.replay,
+                    "Run exactly one property case: a replay token from a report (PROPERTY:seed=N:case=N:size=N:"
+                    "shrink=...), the first failing case or a shrunk one. Implies --properties");
   check->add_option("--filter", chk.filter, "Only golden cases (name, id or class) and properties matching this regex");
   check->add_option("--exclude", chk.exclude, "Skip golden cases and properties matching this regex");
   check->add_option("--xfail", chk.xfail_file,

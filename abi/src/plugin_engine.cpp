@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,6 +229,38 @@ Io send_all(int fd, const uint8_t* p, size_t n, Clock::time_point deadline) {
   return Io::ok;
 }
 
+// Header and payload with one sendmsg where the socket takes them (one wake-up of the worker, not
+// two); whatever it did not take, with send_all.
+Io send_message(int fd, const Header& h, const uint8_t* p, size_t n, Clock::time_point deadline) {
+  iovec iov[2];
+  iov[0].iov_base = const_cast<Header*>(&h);
+  iov[0].iov_len = sizeof h;
+  iov[1].iov_base = const_cast<uint8_t*>(p);
+  iov[1].iov_len = n;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n > 0 ? 2 : 1;
+  for (;;) {
+    const ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r >= 0) {
+      auto sent = static_cast<size_t>(r);
+      if (sent < sizeof h) {
+        if (const Io io = send_all(fd, reinterpret_cast<const uint8_t*>(&h) + sent, sizeof h - sent, deadline); io != Io::ok) {
+          return io;
+        }
+        sent = sizeof h;
+      }
+      return send_all(fd, p + (sent - sizeof h), n - (sent - sizeof h), deadline);
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (const Io w = wait_ready(fd, POLLOUT, deadline); w != Io::ok) return w;
+      continue;
+    }
+    return Io::closed;
+  }
+}
+
 Io recv_all(int fd, uint8_t* p, size_t n, Clock::time_point deadline) {
   while (n > 0) {
     const ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
@@ -283,8 +316,32 @@ class PluginHost {
   /// The generation of a live worker, starting one if none is alive.
   uint64_t ensure_worker() {
     std::lock_guard<std::mutex> lock(mu_);
+    drain_locked();
     if (!worker_) start_locked();
     return generation_;
+  }
+
+  /// Destroys a remote engine without waiting for the reply, which is read before the next
+  /// request. A destroy never reported anything: a worker that dies or hangs in one is gone, and
+  /// the next engine gets a fresh one, as before.
+  void destroy_async(uint64_t generation, std::vector<uint8_t>& payload) {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_locked();
+    if (!worker_ || generation != generation_) return;
+    Header h;
+    h.code = static_cast<uint32_t>(Op::destroy);
+    h.length = payload.size();
+    const Io io = send_message(worker_->fd(), h, payload.data(), payload.size(),
+                               Clock::now() + std::chrono::milliseconds(opts_.timeout_ms));
+    if (io == Io::ok) {
+      ++unread_replies_;
+    } else if (io == Io::timeout) {
+      kill_worker_locked("timed out after " + std::to_string(opts_.timeout_ms) + " ms in destroy");
+    } else {
+      const std::string how = worker_->reap();
+      worker_.reset();
+      death_ = how + " during destroy";
+    }
   }
   bool alive(uint64_t generation) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -302,7 +359,21 @@ class PluginHost {
   void kill_worker_locked(const std::string& why) {
     if (worker_) worker_->kill_now();
     worker_.reset();
+    unread_replies_ = 0;
     death_ = why;
+  }
+
+  /// The error a plugin status stands for (a ConfigError, a StepError, or an Error naming it).
+  [[noreturn]] void throw_plugin_status(uint32_t status, const std::string& msg, const std::string& during) const {
+    switch (status) {
+      case RINGKV_ERR_CONFIG:
+        throw ConfigError(msg.empty() ? "plugin " + name_ + " rejected the config" : msg);
+      case RINGKV_ERR_STEP:
+        throw StepError(msg.empty() ? "plugin " + name_ + " rejected the " + during : msg);
+      default:
+        throw Error("plugin " + name_ + ": " + during + " failed with " + status_name(status) +
+                    (msg.empty() ? "" : ": " + msg));
+    }
   }
 
   std::string config_json(const Config& config) const {
@@ -404,6 +475,7 @@ class PluginHost {
     }
     ::close(sv[1]);
     worker_ = std::make_unique<Worker>(pid, sv[0]);
+    unread_replies_ = 0;
     ++started_;
     ++generation_;
     death_.clear();
@@ -417,8 +489,43 @@ class PluginHost {
     mapped_ = map_capabilities(caps_, has(kHasSnapshot));
   }
 
+  // Reads the replies of the destroys the host did not wait for (they report nothing).
+  void drain_locked() {
+    std::vector<uint8_t> discard;
+    while (worker_ && unread_replies_ > 0) {
+      const auto deadline = Clock::now() + std::chrono::milliseconds(opts_.timeout_ms);
+      Header rh;
+      Io io = recv_all(worker_->fd(), reinterpret_cast<uint8_t*>(&rh), sizeof rh, deadline);
+      if (io == Io::ok && rh.length > kMaxPayload) {
+        kill_worker_locked("sent a garbled reply");
+        return;
+      }
+      if (io == Io::ok) {
+        discard.resize(rh.length);
+        io = recv_all(worker_->fd(), discard.data(), discard.size(), deadline);
+      }
+      if (io == Io::timeout) {
+        kill_worker_locked("timed out after " + std::to_string(opts_.timeout_ms) + " ms in destroy");
+        return;
+      }
+      if (io == Io::closed) {
+        const std::string how = worker_->reap();
+        worker_.reset();
+        unread_replies_ = 0;
+        death_ = how + " during destroy";
+        return;
+      }
+      --unread_replies_;
+      if (rh.code == kStatusOutOfBounds || rh.code == kStatusWorkerError) {
+        kill_worker_locked(std::string(discard.begin(), discard.end()));
+        return;
+      }
+    }
+  }
+
   Reply call_locked(uint64_t generation, Op op, std::vector<uint8_t>& payload, const std::string& during,
                     int timeout_ms, std::initializer_list<uint32_t> pass) {
+    drain_locked();
     if (!worker_ || generation != generation_) {
       throw Error("plugin " + name_ + ": the worker process of this engine is gone (" +
                   (death_.empty() ? std::string("restarted") : death_) + "); create a new engine");
@@ -428,10 +535,10 @@ class PluginHost {
     h.code = static_cast<uint32_t>(op);
     h.length = payload.size();
     const int fd = worker_->fd();
-    Io io = send_all(fd, reinterpret_cast<const uint8_t*>(&h), sizeof h, deadline);
-    if (io == Io::ok) io = send_all(fd, payload.data(), payload.size(), deadline);
+    Io io = send_message(fd, h, payload.data(), payload.size(), deadline);
     Reply reply;
     Header rh;
+    if (io == Io::ok) spin_until_readable(fd, spinner_);
     if (io == Io::ok) io = recv_all(fd, reinterpret_cast<uint8_t*>(&rh), sizeof rh, deadline);
     if (io == Io::ok && rh.length > kMaxPayload) {
       kill_worker_locked("sent a garbled reply");
@@ -449,6 +556,7 @@ class PluginHost {
     if (io == Io::closed) {
       const std::string how = worker_->reap();
       worker_.reset();
+      unread_replies_ = 0;
       death_ = how + " during " + during;
       throw Error("plugin " + name_ + " " + how + " during " + during + " (the next engine gets a fresh worker)");
     }
@@ -466,13 +574,8 @@ class PluginHost {
       case kStatusWorkerError:
         kill_worker_locked(msg);
         throw Error(msg);
-      case RINGKV_ERR_CONFIG:
-        throw ConfigError(msg.empty() ? "plugin " + name_ + " rejected the config" : msg);
-      case RINGKV_ERR_STEP:
-        throw StepError(msg.empty() ? "plugin " + name_ + " rejected the " + during : msg);
       default:
-        throw Error("plugin " + name_ + ": " + during + " failed with " + status_name(reply.status) +
-                    (msg.empty() ? "" : ": " + msg));
+        throw_plugin_status(reply.status, msg, during);
     }
   }
 
@@ -486,6 +589,8 @@ class PluginHost {
   std::unique_ptr<Worker> worker_;
   uint64_t generation_ = 0;
   int started_ = 0;
+  int unread_replies_ = 0;  // replies of destroys sent without waiting
+  Spinner spinner_;         // polls for a reply for a moment before sleeping (protocol.hpp)
   std::string death_;
 };
 
@@ -514,24 +619,22 @@ class PluginEngine final : public Engine {
     w.put(static_cast<uint32_t>(config_.head_dim));
     w.put(static_cast<uint32_t>(config_.batch));
     w.put_string(host_->config_json(config_));
+    // One round trip: the reply carries the engine's get_info too (protocol.hpp).
     const Reply r = host_->call(generation_, Op::create, w.bytes(), "create");
     Reader in(r.payload.data(), r.payload.size());
     handle_ = in.get<uint64_t>();
-
-    info_.name = std::string("plugin:") + host_->caps().name;
-    info_.deterministic = host_->caps().deterministic != 0;
-    info_.precision = map_profile(host_->caps().precision, config_);
-    if (!host_->has(kHasInfo)) return;
     try {
-      Writer q;
-      q.put(handle_);
-      const Reply ri = host_->call(generation_, Op::info, q.bytes(), "get_info", {RINGKV_ERR_UNSUPPORTED});
-      if (ri.status == RINGKV_OK) {
-        Reader ir(ri.payload.data(), ri.payload.size());
-        const auto info = ir.get<ringkv_engine_info>();
+      const auto info_status = in.get<uint32_t>();
+      info_.name = std::string("plugin:") + host_->caps().name;
+      info_.deterministic = host_->caps().deterministic != 0;
+      info_.precision = map_profile(host_->caps().precision, config_);
+      if (info_status == RINGKV_OK) {
+        const auto info = in.get<ringkv_engine_info>();
         if (info.name[0] != '\0') info_.name = std::string("plugin:") + info.name;
         info_.deterministic = info.deterministic != 0;
         info_.precision = map_profile(info.precision, config_);
+      } else if (info_status != RINGKV_ERR_UNSUPPORTED) {
+        host_->throw_plugin_status(info_status, in.rest(), "get_info");
       }
     } catch (...) {
       destroy_remote();  // no engine object will own the handle
@@ -744,7 +847,7 @@ class PluginEngine final : public Engine {
     try {
       Writer w;
       w.put(handle_);
-      host_->call(generation_, Op::destroy, w.bytes(), "destroy");
+      host_->destroy_async(generation_, w.bytes());  // no wait: the next request reads the reply
     } catch (...) {  // reports nothing; the next create() sees a dead worker and restarts it
     }
   }

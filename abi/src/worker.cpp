@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,11 +63,35 @@ bool write_full(int fd, const void* buf, size_t n) {
   return true;
 }
 
+// Header and payload in one sendmsg (one wake-up of the host, not two); the rest, if the socket
+// took only part, with plain sends.
+bool write_message(int fd, const Header& h, const uint8_t* payload, size_t n) {
+  iovec iov[2];
+  iov[0].iov_base = const_cast<Header*>(&h);
+  iov[0].iov_len = sizeof h;
+  iov[1].iov_base = const_cast<uint8_t*>(payload);
+  iov[1].iov_len = n;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n > 0 ? 2 : 1;
+  ssize_t r;
+  do {
+    r = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (r < 0 && errno == EINTR);
+  if (r <= 0) return false;
+  size_t sent = static_cast<size_t>(r);
+  if (sent < sizeof h) {
+    if (!write_full(fd, reinterpret_cast<const uint8_t*>(&h) + sent, sizeof h - sent)) return false;
+    sent = sizeof h;
+  }
+  return write_full(fd, payload + (sent - sizeof h), n - (sent - sizeof h));
+}
+
 void reply(uint32_t status, const std::vector<uint8_t>& payload) {
   Header h;
   h.code = status;
   h.length = payload.size();
-  if (!write_full(kWorkerFd, &h, sizeof h) || !write_full(kWorkerFd, payload.data(), payload.size())) _exit(0);
+  if (!write_message(kWorkerFd, h, payload.data(), payload.size())) _exit(0);
 }
 
 void reply_error(uint32_t status, const std::string& message) {
@@ -266,9 +291,34 @@ void serve(Op op, Reader& in) {
         return reply_error(st, m);
       }
       h.engine = e;
+      // The engine's info in the same reply (one round trip per engine, not two).
+      uint32_t info_status = RINGKV_ERR_UNSUPPORTED;
+      ringkv_engine_info info_copy{};
+      std::string info_message;
+      if (g_api->get_info) {
+        Guarded<ringkv_engine_info> info(1, ringkv_engine_info{});
+        info.data()->struct_size = sizeof(ringkv_engine_info);
+        info.data()->precision.struct_size = sizeof(ringkv_precision_profile);
+        const ringkv_status ist = g_api->get_info(e, info.data());
+        const std::string oob = info.check("the ringkv_engine_info struct");
+        if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);  // the host kills this worker
+        info_status = static_cast<uint32_t>(ist);
+        if (ist == RINGKV_OK) {
+          info.data()->name[RINGKV_NAME_SIZE - 1] = '\0';
+          info_copy = *info.data();
+        } else {
+          info_message = plugin_message(e);
+        }
+      }
       const uint64_t id = g_next_handle++;
       g_engines[id] = h;
       out.put(id);
+      out.put(info_status);
+      if (info_status == RINGKV_OK) {
+        out.put(info_copy);
+      } else {
+        out.put_string(info_message);
+      }
       return reply(RINGKV_OK, out.bytes());
     }
     case Op::info: {
@@ -452,8 +502,10 @@ int main(int argc, char** argv) {
   g_guard_floats = static_cast<size_t>(std::strtoul(argv[2], nullptr, 10));
   load_plugin();
   std::vector<uint8_t> payload;
+  Spinner spinner;  // polls for the next request for a moment before blocking (protocol.hpp)
   for (;;) {
     Header h;
+    spin_until_readable(kWorkerFd, spinner);
     if (!read_full(kWorkerFd, &h, sizeof h)) break;  // the host is done (or gone)
     if (h.length > kMaxPayload) {
       reply_error(kStatusWorkerError, "protocol: request of " + std::to_string(h.length) + " bytes");

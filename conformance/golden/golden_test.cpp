@@ -592,6 +592,28 @@ TEST(GoldenCheck, Int8CodesMayMoveByOneOnlyInsideTheTieWindow) {
   EXPECT_EQ(r.first->position, pos);
 }
 
+// Spec §10.4: INT8 code 0 decodes to zero, and the sign of that zero carries no information (an
+// engine that keeps codes as floats gets −0 for a negative x that rounds to code 0). The stored
+// check accepts either zero for INT8; it failed such an engine bitwise before.
+TEST(GoldenCheck, Int8ZeroCodeMayDecodeToEitherSignedZero) {
+  const GoldenCase g = read_golden(kDir + "/cases/int8_per_head.safetensors");
+  EngineFactory f = reference_engine_factory();
+  int flipped = 0;
+  f.create = [&flipped](const Config& c) -> std::unique_ptr<Engine> {
+    return std::make_unique<EditedSnapshots>(make_reference_engine(c), [&flipped](int, int, CacheSnapshot& s) {
+      for (size_t i = 0; i < s.k.size(); ++i) {
+        if (s.k_codes[i] == 0 && s.k[i] == 0.0f) s.k[i] = -s.k[i], ++flipped;  // +0 <-> -0
+        if (s.v_codes[i] == 0 && s.v[i] == 0.0f) s.v[i] = -s.v[i], ++flipped;
+      }
+    });
+  };
+  GoldenCheckOptions exact;
+  exact.exact_rotated_k = true;
+  const GoldenOutcome r = check_golden(f, g, exact);
+  ASSERT_GT(flipped, 0) << "the case is chosen to hold INT8 codes 0";
+  EXPECT_TRUE(r.passed) << r.failure;
+}
+
 TEST(GoldenCheck, ReplaysTheFilesInputsNotTheSeed) {
   GoldenCase g = read_golden(kDir + "/cases/decode_w8.safetensors");
   g.c.seed += 1;  // regenerating from the seed would now give other inputs

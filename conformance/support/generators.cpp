@@ -20,6 +20,18 @@ T pick(std::initializer_list<T> options) {
   return pick_of(std::vector<T>(options));
 }
 
+// True with probability 1/n: exactly when choice(n) would give 0, from the same draw (so the
+// generated cases are the same), but shrinking towards false, the plain case. Options like a
+// sequence sitting out a step or a second epoch must shrink away, not in: shrinking choice(n)
+// towards 0 would add them, and a sit-out shrunk in adds a step whose new choices shrink in
+// too, a shrink that never ends (issue 16).
+bool rare(int n) {
+  return *rc::Gen<bool>([n](const rc::Random& random, int) {
+    const bool yes = rc::gen::inRange(0, n)(random, 100).value() == 0;
+    return yes ? rc::shrinkable::just(true, rc::seq::just(rc::shrinkable::just(false))) : rc::shrinkable::just(false);
+  });
+}
+
 template <typename T>
 bool has(const std::vector<T>& v, T x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -119,7 +131,7 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
     cfg.num_kv_heads = D >= 128 ? 1 : pick({1, 2});
     cfg.num_q_heads = cfg.num_kv_heads * (D >= 128 ? std::min(ratio, 4) : ratio);
     cfg.batch = *rc::gen::inRange(1, opt.max_batch + 1);
-    const int L = (opt.max_layers > 1 && caps.multi_layer && choice(5) == 0)
+    const int L = (opt.max_layers > 1 && caps.multi_layer && rare(5))
                       ? *rc::gen::inRange(2, opt.max_layers + 1)
                       : 1;
     // ---- schedule sizes: up to 4W + S tokens per stream ----
@@ -159,10 +171,10 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
     // ---- formats, scale, softcap, sink logits ----
     cfg.k_format = gen_format(caps, D, opt.quantised, true);
     cfg.v_format = gen_format(caps, D, opt.quantised, false);
-    if (choice(7) == 0) cfg.softmax_scale = pick({0.05, 0.3, 1.0});
-    if (opt.softcap && caps.softcap && choice(7) == 0) cfg.softcap = pick({5.0, 20.0, 50.0});
+    if (rare(7)) cfg.softmax_scale = pick({0.05, 0.3, 1.0});
+    if (opt.softcap && caps.softcap && rare(7)) cfg.softcap = pick({5.0, 20.0, 50.0});
     c.seed = *rc::gen::resize(100, rc::gen::inRange<uint64_t>(0, uint64_t{1} << 40));
-    if (opt.sink_logits && caps.sink_logits && choice(7) == 0) {
+    if (opt.sink_logits && caps.sink_logits && rare(7)) {
       CounterRng rng(c.seed ^ 0x51ull);
       cfg.sink_logits.assign(static_cast<size_t>(L), std::vector<float>(static_cast<size_t>(cfg.num_q_heads)));
       for (auto& layer : cfg.sink_logits) {
@@ -188,7 +200,7 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
     std::vector<std::vector<Epoch>> plans(static_cast<size_t>(cfg.batch));
     int next_stream = cfg.batch;
     for (int s = 0; s < cfg.batch; ++s) {
-      const int epochs = (opt.resets && choice(4) == 0) ? 2 : 1;
+      const int epochs = (opt.resets && rare(4)) ? 2 : 1;
       for (int e = 0; e < epochs; ++e) {
         Epoch ep;
         const int64_t total = (s == 0 && e == 0) ? longest : *rc::gen::inRange<int64_t>(1, longest + 1);
@@ -221,7 +233,7 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
       for (int s = 0; s < cfg.batch; ++s) {
         const auto su = static_cast<size_t>(s);
         if (epoch[su] >= plans[su].size()) continue;
-        if (opt.sit_out && cfg.batch > 1 && choice(4) == 0) continue;
+        if (opt.sit_out && cfg.batch > 1 && rare(4)) continue;
         const Epoch& ep = plans[su][epoch[su]];
         if (chunk[su] == 0 && epoch[su] > 0) st.resets.push_back({s, ep.p0, ep.stream});
         st.tokens[su] = ep.chunks[chunk[su]];

@@ -92,7 +92,7 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
     return result;
   }
   result.info = engine->info();
-  result.cache_bytes_initial = engine->cache_bytes();
+  if (opt.cache_bytes) result.cache_bytes_initial = engine->cache_bytes();
   Oracle oracle(cfg);
   if (opt.sample_queries) oracle.set_query_filter(opt.sample_queries);
   std::vector<BoundContext> ctx;
@@ -100,19 +100,22 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
   std::vector<int> stream(static_cast<size_t>(B));
   std::vector<int64_t> seen(static_cast<size_t>(B), 0);
   for (int s = 0; s < B; ++s) stream[static_cast<size_t>(s)] = c.initial_stream(s);
+  // Step buffers, reused from step to step (they only grow).
+  struct Buffers { std::vector<float> q, k, v, out; };
+  std::vector<Buffers> buf(static_cast<size_t>(B));
+  std::vector<SequenceReset> resets;
+  std::vector<SequenceStep> appends;
 
   for (size_t st = 0; st < c.steps.size(); ++st) {
     const StepPlan& plan = c.steps[st];
-    std::vector<SequenceReset> resets;
+    resets.clear();
     for (const ResetPlan& r : plan.resets) {
       resets.push_back({r.sequence, r.start_position});
       stream[static_cast<size_t>(r.sequence)] = r.stream;
       seen[static_cast<size_t>(r.sequence)] = 0;
       oracle.reset(r.sequence, r.start_position);
     }
-    struct Buffers { std::vector<float> q, k, v, out; };
-    std::vector<Buffers> buf(static_cast<size_t>(B));
-    std::vector<SequenceStep> appends;
+    appends.clear();
     for (int i = 0; i < B; ++i) {
       const int s = opt.reverse_appends ? B - 1 - i : i;
       const int64_t n = plan.tokens[static_cast<size_t>(s)];
@@ -200,6 +203,7 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
       }
       seen[static_cast<size_t>(s)] += n;
     }
+    if (opt.stop_at_failure && !result.failure.empty()) return result;
     if (opt.check_ring && opt.oracle && result.failure.empty()) {
       for (int l = 0; l < L && result.failure.empty(); ++l) {
         for (int s = 0; s < B && result.failure.empty(); ++s) {
@@ -212,9 +216,10 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
           if (!why.empty()) result.failure = "after step " + std::to_string(st) + ", " + why;
         }
       }
+      if (opt.stop_at_failure && !result.failure.empty()) return result;
     }
   }
-  result.cache_bytes_final = engine->cache_bytes();
+  if (opt.cache_bytes) result.cache_bytes_final = engine->cache_bytes();
   return result;
 }
 

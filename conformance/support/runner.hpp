@@ -34,6 +34,11 @@ struct RunOptions {
   bool check_ring = false;      ///< after each step, snapshots equal the spec ring exactly
   bool poison = false;          ///< after each step, poison empty slots with NaN
   bool reverse_appends = false; ///< list each step's appends in reverse sequence order
+  /// Return after the first step with a failure (the records then end there): what a property
+  /// needs, which only reports the first failure; a failing shrink candidate stops early.
+  bool stop_at_failure = false;
+  /// Record cache_bytes() at construction and at the end (two more calls; a plugin's are round trips).
+  bool cache_bytes = true;
   std::function<void(int step, Engine&)> after_step;  ///< called after each step
   /// Large cases: the oracle computes (and the run compares) only these query indices.
   std::function<bool(int layer, int64_t index)> sample_queries;

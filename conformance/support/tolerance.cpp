@@ -2,6 +2,7 @@
 
 #include "ringkv/quant.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ringkv::conformance {
@@ -10,6 +11,9 @@ namespace {
 constexpr double kLambda = 4.0;  // probabilistic rounding-error multiplier (docs/tolerances.md §2)
 constexpr double kSafety = 2.0;  // overall factor for second-order terms
 
+
+// a·b, with 0 when b is 0 even if a is infinite (a bound term that has nothing to scale).
+double scaled(double a, double b) { return b == 0.0 ? 0.0 : a * b; }
 
 // Relative error of stored values beyond what the spec defines as exact.
 double storage_term(DType config_dtype, Precision declared) {
@@ -74,17 +78,22 @@ double output_bound(const BoundContext& ctx, const ScoreStats& s, const DimStats
   const double u_out = unit_roundoff(p.output);
   const double sqrt_n = std::sqrt(static_cast<double>(s.n_keys > 0 ? s.n_keys : 1));
   const double delta = score_error_bound(ctx, s);
-  const double grow = std::expm1(2.0 * delta);  // |p^_j / p_j - 1| <= e^{2 delta} - 1
+  const double grow = std::expm1(2.0 * delta);  // |p^_j / p_j - 1| <= e^{2 delta} - 1; may be +inf
   const double e2d = grow + 1.0;
-  double b = grow * d.spread;                                              // softmax weights moved
-  b += e2d * (d.tie_mass + u_v * d.abs_mass);                              // V beyond its spec storage
-  b += e2d * ((kLambda * sqrt_n + 1.0) * u_acc + u_p) * d.abs_mass;        // P rounding, P·V sum
+  double b = scaled(grow, d.spread);                                       // softmax weights moved
+  b += scaled(e2d, d.tie_mass + u_v * d.abs_mass);                         // V beyond its spec storage
+  b += scaled(e2d, ((kLambda * sqrt_n + 1.0) * u_acc + u_p) * d.abs_mass); // P rounding, P·V sum
   b += ((kLambda * sqrt_n + 2.0) * u_acc + u_out) * d.abs_out;             // denominator, output rounding
   // Gradual underflow: each weight (and each product, and the output) may lose up to
   // half a subnormal ulp absolutely, which no relative term covers.
   const double tiny = std::max(underflow_unit(p.accumulator), underflow_unit(p.p_before_pv));
   b += tiny * (static_cast<double>(s.n_keys) + 2.0) * (1.0 + d.max_abs_v) + underflow_unit(p.output);
-  return kSafety * b;
+  // Cap: any output that weighs the visible values with weights >= 0 summing to at most 1 lies
+  // within [-max|v|, max|v|], so it is at most max|v| + |o| from the oracle's. A bound beyond
+  // twice that says nothing more, and capping it keeps it finite (f32 RoPE angles at positions
+  // near 2^31 make e^{2 delta} overflow).
+  const double cap = kSafety * (d.max_abs_v + d.abs_out) + underflow_unit(p.output);
+  return std::min(kSafety * b, cap);
 }
 
 }  // namespace ringkv::conformance

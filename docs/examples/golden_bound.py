@@ -51,12 +51,21 @@ def bounds(meta, t, profile):
     delta = delta + np.where(rope, tau * 2.0 * u_ang * (s["max_angle"] + 8.0) * s["max_qk_norm"], 0.0)
     # From Delta to the output (section 3).
     sqrt_n = np.sqrt(np.maximum(s["n_keys"], 1.0))
-    grow = np.expm1(2.0 * delta)
+    with np.errstate(over="ignore"):
+        grow = np.expm1(2.0 * delta)  # may be +inf (f32 RoPE angles near 2^31)
     e2d = grow + 1.0
-    b = grow * t["dim.spread"]
-    b = b + e2d * (t["dim.tie_mass"] + u_v * t["dim.abs_mass"])
-    b = b + e2d * ((LAMBDA * sqrt_n + 1.0) * u_acc + u_p) * t["dim.abs_mass"]
+
+    def scaled(a, x):  # a * x, 0 where x is 0 even if a is infinite
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.where(x == 0.0, 0.0, a * x)
+
+    b = scaled(grow, t["dim.spread"])
+    b = b + scaled(e2d, t["dim.tie_mass"] + u_v * t["dim.abs_mass"])
+    b = b + scaled(e2d, ((LAMBDA * sqrt_n + 1.0) * u_acc + u_p) * t["dim.abs_mass"])
     b = b + ((LAMBDA * sqrt_n + 2.0) * u_acc + u_out) * t["dim.abs_out"]
     tiny = max(TINY[profile["accumulator"]], TINY[profile["p_before_pv"]])
     b = b + tiny * (s["n_keys"] + 2.0) * (1.0 + t["dim.max_abs_v"]) + TINY[profile["output"]]
-    return SAFETY * b
+    # Cap (docs/tolerances.md section 3): no weighted average of the values is further than
+    # max|v| + |o| from the oracle's output; twice that keeps the bound finite.
+    cap = SAFETY * (t["dim.max_abs_v"] + t["dim.abs_out"]) + TINY[profile["output"]]
+    return np.minimum(SAFETY * b, cap)

@@ -3,29 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 #include "ringkv/error.hpp"
 #include "ringkv/quant.hpp"
 #include "ringkv/rope.hpp"
 
 namespace ringkv {
-namespace {
-
-
-[[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
-  throw StepError(field + " = " + value + ": " + rule);
-}
-
-// Index of the first non-finite value among x[0..n), or -1.
-int64_t first_non_finite(const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(x[i])) return i;
-  }
-  return -1;
-}
-
-}  // namespace
 
 ReferenceEngine::ReferenceEngine(Config config) : config_(std::move(config)) {
   validate(config_);
@@ -123,70 +106,7 @@ void ReferenceEngine::round_output(float*, int) const {}
 
 // ---------------------------------------------------------------- the algorithm
 
-void ReferenceEngine::validate_batch(const StepBatch& batch) const {
-  // Messages are built only on the error path: a valid step allocates nothing.
-  const int B = config_.batch;
-  const auto L = static_cast<int64_t>(config_.layers.size());
-  const auto field = [](const char* list, size_t k) { return std::string("step.") + list + "[" + std::to_string(k) + "]"; };
-  const auto range = [B] { return "must be in [0, batch = " + std::to_string(B) + ")"; };
-  for (size_t r = 0; r < batch.resets.size(); ++r) {
-    const SequenceReset& reset = batch.resets[r];
-    if (reset.sequence < 0 || reset.sequence >= B) {
-      reject(field("resets", r) + ".sequence", std::to_string(reset.sequence), range());
-    }
-    for (size_t o = 0; o < r; ++o) {
-      if (batch.resets[o].sequence == reset.sequence) {
-        reject(field("resets", r) + ".sequence", std::to_string(reset.sequence), "is reset twice in one step");
-      }
-    }
-    if (reset.start_position < 0 || reset.start_position > kMaxPosition - config_.max_tokens) {
-      try {
-        validate_start_position(config_, reset.start_position, field("resets", r) + ".start_position");
-      } catch (const ConfigError& e) {
-        throw StepError(e.what());
-      }
-    }
-  }
-  for (size_t a = 0; a < batch.appends.size(); ++a) {
-    const SequenceStep& step = batch.appends[a];
-    if (step.sequence < 0 || step.sequence >= B) {
-      reject(field("appends", a) + ".sequence", std::to_string(step.sequence), range());
-    }
-    for (size_t o = 0; o < a; ++o) {
-      if (batch.appends[o].sequence == step.sequence) {
-        reject(field("appends", a) + ".sequence", std::to_string(step.sequence),
-               "appears twice in one step; append all its tokens as one chunk");
-      }
-    }
-    bool reset_now = false;
-    for (const SequenceReset& r : batch.resets) reset_now = reset_now || r.sequence == step.sequence;
-    const int64_t seen = reset_now ? 0 : seen_of(step.sequence);
-    const int64_t room = config_.max_tokens - seen;
-    if (step.n_tokens < 1 || step.n_tokens > room) {
-      reject(field("appends", a) + ".n_tokens", std::to_string(step.n_tokens),
-             "must be in [1, " + std::to_string(room) + "]: sequence " + std::to_string(step.sequence) +
-                 " holds " + std::to_string(seen) + " of max_tokens = " + std::to_string(config_.max_tokens) +
-                 " tokens");
-    }
-    if (!step.q || !step.k || !step.v || !step.out) {
-      reject(field("appends", a) + ".q/k/v/out", "null", "must all be non-null");
-    }
-    const int64_t D = config_.head_dim;
-    const auto check_finite = [&](const float* x, int64_t heads, const char* name) {
-      const int64_t i = first_non_finite(x, L * step.n_tokens * heads * D);
-      if (i < 0) return;
-      const int64_t d = i % D, h = (i / D) % heads, t = (i / D / heads) % step.n_tokens;
-      const int64_t l = i / D / heads / step.n_tokens;
-      std::ostringstream where, value;
-      where << "[layer " << l << "][token " << t << "][head " << h << "][dim " << d << "]";
-      value << x[i];
-      reject(field("appends", a) + "." + name + where.str(), value.str(), "must be finite");
-    };
-    check_finite(step.q, config_.num_q_heads, "q");
-    check_finite(step.k, config_.num_kv_heads, "k");
-    check_finite(step.v, config_.num_kv_heads, "v");
-  }
-}
+void ReferenceEngine::validate_batch(const StepBatch& batch) const { validate_step(config_, batch, seen_); }
 
 void ReferenceEngine::reset(int sequence, int64_t start_position) {
   const SequenceReset r{sequence, start_position};

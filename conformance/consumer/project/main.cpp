@@ -10,6 +10,7 @@
 #include <ringkv/config.hpp>
 #include <ringkv/engine.hpp>
 #include <ringkv/error.hpp>
+#include <ringkv/cuda_engine.hpp>
 #include <ringkv/reference_engine.hpp>
 
 namespace {
@@ -36,8 +37,9 @@ float value(int token, int head, int d, float base) {
 }
 
 /// Steps kTokens single tokens; returns the number of mismatches against v when check_own_v.
-int run(int64_t window, bool check_own_v) {
-  const std::unique_ptr<ringkv::Engine> engine = ringkv::make_reference_engine(small_config(window));
+int run(int64_t window, bool check_own_v, bool plan = false) {
+  const std::unique_ptr<ringkv::Engine> engine = plan ? ringkv::cuda::make_plan_engine(small_config(window))
+                                                      : ringkv::make_reference_engine(small_config(window));
   std::printf("engine %s, W = %lld, cache %zu bytes\n", engine->info().name.c_str(), static_cast<long long>(window),
               engine->cache_bytes());
   int bad = 0;
@@ -76,6 +78,13 @@ int main() {
       return 1;
     }
     run(/*window=*/4, /*check_own_v=*/false);
+    // The CUDA engine's host half (the kernels' launch plan on the CPU) from the same package.
+    const int bad_plan = run(/*window=*/1, /*check_own_v=*/true, /*plan=*/true);
+    if (bad_plan != 0) {
+      std::fprintf(stderr, "ringkv consumer: FAILED: cuda-plan: %d outputs differ from the token's own v\n", bad_plan);
+      return 1;
+    }
+    std::printf("CUDA engine compiled in: %s\n", ringkv::cuda::cuda_compiled() ? "yes" : "no");
     // Errors are part of the installed API too.
     try {
       ringkv::Config bad_config = small_config(1);

@@ -87,6 +87,11 @@ class Engine {
   virtual bool poison_empty_slots() { return false; }
 };
 
+/// Checks a step against a config and the tokens each sequence holds since its reset
+/// (`tokens_seen`, size batch), as spec §12.2 says: throws StepError naming the first bad
+/// field, its value and the allowed range. A valid step allocates nothing.
+void validate_step(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen);
+
 /// How the conformance suite makes engines of one kind.
 struct EngineFactory {
   std::string name;

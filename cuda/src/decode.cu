@@ -1,0 +1,464 @@
+// ringkv cuda: the fused split-K flash-decoding kernel and the log-sum-exp merge
+// of its splits. They compute what PlanBackend::decode and PlanBackend::merge
+// compute (plan_backend.cpp), with the same __host__ __device__ functions in
+// the same order: tiles in slot order, per tile the scores (score_of), the tile
+// max, online_rescale, the weights online_weight, then P·V in slot order; the
+// merge with merge_start, merge_max over the splits, merge_rebase_sink and
+// merge_weight. What differs is only the mapping onto threads: a key's dot
+// product is summed in partial sums across the lanes of its group, and a
+// tile's weights are summed across the lanes of a warp.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "kernels.cuh"
+#include "ringkv/cuda/ring.hpp"
+
+namespace ringkv::cuda {
+namespace {
+
+constexpr int kMaxHeads = 16;                            // decode_heads_per_block's cap
+constexpr int kMaxTile = 32;                             // decode_tile's cap (one lane per key)
+constexpr int kMaxAcc = 4096 / kDecodeThreads;           // heads · D ≤ 4096: accumulators per thread
+constexpr int kMaxGroup = 16;                           // lanes per key (128 / the smallest tile, 8)
+constexpr int kWarps = kDecodeThreads / 32;
+constexpr int kInFlight = 4;                             // 16-byte loads in flight per thread and row
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMergeThreads = 128;
+
+// ---------------------------------------------------------------- element decodes
+
+/// Bytes per stored element of a dtype code.
+template <int DT>
+constexpr int kBytes = DT == kF32 ? 4 : (DT == kF16 || DT == kBF16) ? 2 : 1;
+
+/// decode_element's value of one element from its code (the element's little-endian bytes) and
+/// the scale decode_element would use (fp8: f.scale; INT8: the group's stored or static scale).
+template <int DT>
+__device__ __forceinline__ float decode_code(uint32_t code, float s) {
+  if constexpr (DT == kF32) {
+    return float_of(code);
+  } else if constexpr (DT == kF16) {
+    return f16_value(static_cast<uint16_t>(code));
+  } else if constexpr (DT == kBF16) {
+    return bf16_value(static_cast<uint16_t>(code));
+  } else if constexpr (DT == kFp8E4M3) {
+    return mul_rn(e4m3_value(static_cast<uint8_t>(code)), s);
+  } else if constexpr (DT == kFp8E5M2) {
+    return mul_rn(e5m2_value(static_cast<uint8_t>(code)), s);
+  } else {
+    return int8_value(static_cast<int8_t>(static_cast<uint8_t>(code)), s);
+  }
+}
+
+/// The scale decode_element uses for element i of a row.
+template <int DT>
+__device__ __forceinline__ float element_scale(const FormatDesc& f, const float* scales, int i) {
+  if constexpr (DT == kInt8) {
+    return f.int8_scheme == kStaticTensor ? f.scale : scales[i / f.group];
+  } else if constexpr (DT == kFp8E4M3 || DT == kFp8E5M2) {
+    return f.scale;
+  } else {
+    return 1.0f;
+  }
+}
+
+/// The code of element i, read with one access of the element's width (rows of a format start
+/// at multiples of its element size).
+template <int DT>
+__device__ __forceinline__ uint32_t load_code(const uint8_t* row, int i) {
+  if constexpr (kBytes<DT> == 4) {
+    return __ldg(reinterpret_cast<const unsigned int*>(row) + i);
+  } else if constexpr (kBytes<DT> == 2) {
+    return __ldg(reinterpret_cast<const unsigned short*>(row) + i);
+  } else {
+    return __ldg(row + i);
+  }
+}
+
+/// Decodes elements 4·e4 .. 4·e4 + 3 of the 16 / bytes elements of one 16-byte chunk; `s` is the
+/// chunk's scale (a chunk never straddles an INT8 group: groups are 32 elements or the whole row).
+template <int DT>
+__device__ __forceinline__ void decode_quad(const uint4& raw, int e4, float s, float (&out)[4]) {
+  constexpr int B = kBytes<DT>, per_word = 4 / B;
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    const int e = 4 * e4 + x;
+    uint32_t code = w[e / per_word];
+    if constexpr (B < 4) code = (code >> (8 * B * (e % per_word))) & ((1u << (8 * B)) - 1u);
+    out[x] = decode_code<DT>(code, s);
+  }
+}
+
+// ---------------------------------------------------------------- one key of a tile
+
+/// Partial dot products q_m · k (m < nh) of the elements of K row `row` lane j of a group of GS
+/// lanes owns: with `vec`, 16-byte chunks j, j + GS, ... (kInFlight loads issued together), else
+/// elements j, j + GS, ...; each element decoded as decode_element does.
+template <int DT>
+__device__ __forceinline__ void key_dots(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
+                                         bool vec, int j, int GS, const float* q, int nh,
+                                         float (&dots)[kMaxHeads]) {
+  constexpr int E = 16 / kBytes<DT>;
+  if (vec) {
+    const int chunks = D / E;
+    const auto* src = reinterpret_cast<const uint4*>(row);
+    for (int c0 = j; c0 < chunks; c0 += GS * kInFlight) {
+      uint4 raw[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int c = c0 + u * GS;
+        raw[u] = c < chunks ? __ldg(src + c) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int c = c0 + u * GS;
+        if (c < chunks) {
+          const float scale = element_scale<DT>(f, scales, c * E);
+          const auto* q4 = reinterpret_cast<const float4*>(q + c * E);
+#pragma unroll
+          for (int e4 = 0; e4 < E / 4; ++e4) {  // four elements at a time, for every head
+            float k[4];
+            decode_quad<DT>(raw[u], e4, scale, k);
+#pragma unroll
+            for (int m = 0; m < kMaxHeads; ++m) {
+              if (m < nh) {
+                const float4 qv = q4[m * (D / 4) + e4];
+                dots[m] = add_rn(dots[m], mul_rn(qv.x, k[0]));
+                dots[m] = add_rn(dots[m], mul_rn(qv.y, k[1]));
+                dots[m] = add_rn(dots[m], mul_rn(qv.z, k[2]));
+                dots[m] = add_rn(dots[m], mul_rn(qv.w, k[3]));
+              }
+            }
+          }
+        }
+      }
+    }
+    return;
+  }
+#pragma unroll 4
+  for (int d = j; d < D; d += GS) {
+    const float k = decode_code<DT>(load_code<DT>(row, d), element_scale<DT>(f, scales, d));
+#pragma unroll
+    for (int m = 0; m < kMaxHeads; ++m) {
+      if (m < nh) dots[m] = add_rn(dots[m], mul_rn(q[m * D + d], k));
+    }
+  }
+}
+
+/// Decodes the elements of V row `row` lane j of a group of GS lanes owns into the key's column
+/// of the shared V tile, stored transposed (element d at dst[d·stride]), chunked like key_dots.
+template <int DT>
+__device__ __forceinline__ void value_row(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
+                                          bool vec, int j, int GS, float* dst, int stride) {
+  constexpr int E = 16 / kBytes<DT>;
+  if (vec) {
+    const int chunks = D / E;
+    const auto* src = reinterpret_cast<const uint4*>(row);
+    for (int c0 = j; c0 < chunks; c0 += GS * kInFlight) {
+      uint4 raw[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int c = c0 + u * GS;
+        raw[u] = c < chunks ? __ldg(src + c) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int c = c0 + u * GS;
+        if (c < chunks) {
+          const float scale = element_scale<DT>(f, scales, c * E);
+#pragma unroll
+          for (int e4 = 0; e4 < E / 4; ++e4) {
+            float v[4];
+            decode_quad<DT>(raw[u], e4, scale, v);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) dst[(c * E + 4 * e4 + x) * stride] = v[x];
+          }
+        }
+      }
+    }
+    return;
+  }
+#pragma unroll 4
+  for (int d = j; d < D; d += GS) {
+    dst[d * stride] = decode_code<DT>(load_code<DT>(row, d), element_scale<DT>(f, scales, d));
+  }
+}
+
+/// value_row for the V format known at run time.
+__device__ __forceinline__ void value_row_any(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
+                                              bool vec, int j, int GS, float* dst, int stride) {
+  switch (f.dtype) {
+    case kF32: value_row<kF32>(f, row, scales, D, vec, j, GS, dst, stride); return;
+    case kF16: value_row<kF16>(f, row, scales, D, vec, j, GS, dst, stride); return;
+    case kBF16: value_row<kBF16>(f, row, scales, D, vec, j, GS, dst, stride); return;
+    case kFp8E4M3: value_row<kFp8E4M3>(f, row, scales, D, vec, j, GS, dst, stride); return;
+    case kFp8E5M2: value_row<kFp8E5M2>(f, row, scales, D, vec, j, GS, dst, stride); return;
+    default: value_row<kInt8>(f, row, scales, D, vec, j, GS, dst, stride); return;
+  }
+}
+
+/// Row stride (floats) of the shared scores and transposed V tile for tiles of T keys: a multiple
+/// of 4 (rows read as float4) with an odd number of float4s, so that the float4 reads of
+/// consecutive rows by eight lanes fall in distinct banks.
+__host__ __device__ __forceinline__ int tile_stride(int T) {
+  const int t4 = (T + 3) / 4;
+  return 4 * (t4 % 2 == 1 ? t4 : t4 + 1);
+}
+
+/// Whether rows of `row_bytes` bytes from `base` take 16-byte loads.
+__device__ __forceinline__ bool vector_rows(const void* base, int64_t row_bytes) {
+  return row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(base) % 16 == 0;
+}
+
+// ---------------------------------------------------------------- the fused decode kernel
+
+/// Grid: num_items × Hkv × head_chunks × splits blocks of kDecodeThreads, block (i, g, c, s)
+/// flattened with s fastest. The block serves query heads h0 = g·G + c·heads_per_block .. + nh of
+/// item i over split s of its visible slots, tile by tile in slot order: phase A, each key of the
+/// tile is read by a group of 128 / tile lanes (rounded down to a power of two), which sums the
+/// dot products of every head with its K row and decodes its V row into the shared V tile;
+/// phase B, one warp per head: tile max, online_rescale, weights, l; phase C, every thread
+/// rescales its accumulators (head, dim) and adds the tile's weighted V rows in slot order.
+/// Writes the split's partial accumulators and (m, l). Templated on the K storage dtype.
+/// At least 3 blocks per SM: a register budget of 168 keeps the accumulators in registers
+/// without spills (ptxas's own choice for a bare __launch_bounds__(128) caps some at 128).
+template <int KDT>
+__global__ void __launch_bounds__(kDecodeThreads, 3) decode_kernel(const DecodeParams p) {
+  extern __shared__ __align__(16) float decode_smem[];
+  const LayerShape& s = p.shape;
+  const int Hq = s.num_q_heads, Hkv = s.num_kv_heads, D = s.head_dim, G = Hq / Hkv;
+  const int T = p.tile, HB = p.heads_per_block, TP = tile_stride(T);
+  float* sc = decode_smem;      // [HB][TP] scores, then weights
+  float* vt = sc + HB * TP;     // [D][TP] the decoded V tile, transposed (key k of dim d at d·TP + k)
+  float* qs = vt + D * TP;      // [HB][D] the block's rotated queries
+  float* st_m = qs + HB * D;    // [HB] online softmax state m
+  float* st_l = st_m + HB;      // [HB] online softmax state l
+  float* alpha_s = st_l + HB;   // [HB] the tile's rescale factor
+
+  // block (i, g, c, split)
+  unsigned b = blockIdx.x;
+  const int split = static_cast<int>(b % static_cast<unsigned>(p.plan.splits));
+  b /= static_cast<unsigned>(p.plan.splits);
+  const int c = static_cast<int>(b % static_cast<unsigned>(p.head_chunks));
+  b /= static_cast<unsigned>(p.head_chunks);
+  const int g = static_cast<int>(b % static_cast<unsigned>(Hkv));
+  const int i = static_cast<int>(b / static_cast<unsigned>(Hkv));
+  const int h0 = g * G + c * HB;
+  const int nh = HB < G - c * HB ? HB : G - c * HB;
+  const int seq = p.items[i].sequence;
+  const int64_t C = p.ring.capacity;
+  int64_t kb, ke;
+  split_range(p.plan, split, decode_range(p.items[i].first, C), &kb, &ke);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int idx = tid; idx < nh * D; idx += kDecodeThreads) qs[idx] = p.q_rot[(int64_t{i} * Hq + h0) * D + idx];
+  if (tid < nh) {
+    const OnlineSoftmax st = online_start();
+    st_m[tid] = st.m;
+    st_l[tid] = st.l;
+  }
+  float acc[kMaxAcc];
+#pragma unroll
+  for (int r = 0; r < kMaxAcc; ++r) acc[r] = 0.0f;
+  const int outputs = nh * D, R = (outputs + kDecodeThreads - 1) / kDecodeThreads;
+
+  // phase A's groups: GS lanes (a power of two ≤ 16, so a group never straddles a warp) per key
+  int GS = 1;
+  while (GS < kMaxGroup && GS * 2 * T <= kDecodeThreads) GS *= 2;
+  const int kk = tid / GS, j = tid % GS;
+  const int64_t k_row = int64_t{D} * kBytes<KDT>, v_row = int64_t{D} * p.vf.bytes;
+  const bool kvec = vector_rows(p.ring.k, k_row), vvec = vector_rows(p.ring.v, v_row);
+  const int kspr = p.kf.scales_per_row, vspr = p.vf.scales_per_row;
+  __syncthreads();
+
+  for (int64_t t0 = kb; t0 < ke; t0 += T) {
+    const int nt = ke - t0 < T ? static_cast<int>(ke - t0) : T;
+
+    // phase A: scores of the tile's keys, V tile
+    float dots[kMaxHeads];
+#pragma unroll
+    for (int m = 0; m < kMaxHeads; ++m) dots[m] = 0.0f;
+    if (kk < nt) {
+      const int64_t row = (int64_t{seq} * C + t0 + kk) * Hkv + g;
+      key_dots<KDT>(p.kf, p.ring.k + row * k_row, kspr > 0 ? p.ring.k_scales + row * kspr : nullptr, D, kvec, j, GS,
+                    qs, nh, dots);
+      value_row_any(p.vf, p.ring.v + row * v_row, vspr > 0 ? p.ring.v_scales + row * vspr : nullptr, D, vvec, j, GS,
+                    vt + kk, TP);
+    }
+#pragma unroll
+    for (int m = 0; m < kMaxHeads; ++m) {
+      if (m < nh) {
+#pragma unroll
+        for (int off = kMaxGroup / 2; off > 0; off >>= 1) {
+          if (off < GS) dots[m] = add_rn(dots[m], __shfl_xor_sync(kFullMask, dots[m], off));
+        }
+        if (kk < nt && m % GS == j) sc[m * TP + kk] = score_of(dots[m], s.scale, s.capped, s.cap);
+      }
+    }
+    __syncthreads();
+
+    // phase B: per head (one warp, one lane per key): tile max, rescale, weights, l
+    for (int m = warp; m < nh; m += kWarps) {
+      const float score = lane < nt ? sc[m * TP + lane] : neg_inf_f32();
+      float tile_max = score;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) tile_max = max_f32(tile_max, __shfl_xor_sync(kFullMask, tile_max, off));
+      OnlineSoftmax st{st_m[m], st_l[m]};
+      const float alpha = online_rescale(st, tile_max);
+      const float w = lane < nt ? online_weight(st, score) : 0.0f;
+      if (lane < nt) sc[m * TP + lane] = w;
+      float lsum = w;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) lsum = add_rn(lsum, __shfl_xor_sync(kFullMask, lsum, off));
+      __syncwarp();
+      if (lane == 0) {
+        st_m[m] = st.m;
+        st_l[m] = add_rn(st.l, lsum);
+        alpha_s[m] = alpha;
+      }
+    }
+    __syncthreads();
+
+    // phase C: acc = acc·alpha + Σ_k w_k·v_k in slot order, per (head, dim) this thread owns;
+    // w and v are read four keys at a time (both rows are contiguous in k)
+#pragma unroll
+    for (int r = 0; r < kMaxAcc; ++r) {
+      const int idx = tid + r * kDecodeThreads;
+      if (r < R && idx < outputs) {
+        const int m = idx / D, d = idx - m * D;
+        const float* w = sc + m * TP;
+        const float* v = vt + d * TP;
+        float a = mul_rn(acc[r], alpha_s[m]);
+        int k = 0;
+        for (; k + 4 <= nt; k += 4) {
+          const float4 w4 = *reinterpret_cast<const float4*>(w + k);
+          const float4 v4 = *reinterpret_cast<const float4*>(v + k);
+          a = add_rn(a, mul_rn(w4.x, v4.x));
+          a = add_rn(a, mul_rn(w4.y, v4.y));
+          a = add_rn(a, mul_rn(w4.z, v4.z));
+          a = add_rn(a, mul_rn(w4.w, v4.w));
+        }
+        for (; k < nt; ++k) a = add_rn(a, mul_rn(w[k], v[k]));
+        acc[r] = a;
+      }
+    }
+    __syncthreads();
+  }
+
+  // the split's partial results (an empty split: m = −inf, l = 0, acc = 0)
+#pragma unroll
+  for (int r = 0; r < kMaxAcc; ++r) {
+    const int idx = tid + r * kDecodeThreads;
+    if (r < R && idx < outputs) {
+      const int m = idx / D, d = idx - m * D;
+      p.partial_acc[((int64_t{i} * Hq + h0 + m) * kMaxSplits + split) * D + d] = acc[r];
+    }
+  }
+  if (tid < nh) {
+    const int64_t slot = (int64_t{i} * Hq + h0 + tid) * kMaxSplits + split;
+    p.partial_ml[2 * slot] = st_m[tid];
+    p.partial_ml[2 * slot + 1] = st_l[tid];
+  }
+}
+
+// ---------------------------------------------------------------- merge
+
+/// Grid: items × Hq blocks, block (i, h) flattened with h fastest. Thread 0 runs the merge of
+/// softmax.hpp over the splits (merge_start, merge_max, merge_rebase_sink, merge_weight in split
+/// order) into shared weights; then every thread sums its dims over the splits in split order and
+/// writes out[d] = o[d] / den into the item's out tensor.
+__global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams p) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float den_s;
+  const LayerShape& s = p.shape;
+  const int Hq = s.num_q_heads, D = s.head_dim;
+  const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(Hq));
+  const int i = static_cast<int>(blockIdx.x / static_cast<unsigned>(Hq));
+  const int64_t base = (int64_t{i} * Hq + h) * kMaxSplits;
+  if (threadIdx.x == 0) {
+    const bool has_sink = s.sink_logits != nullptr;
+    const float sink = has_sink ? s.sink_logits[h] : 0.0f;
+    LseMerge mg = merge_start(has_sink, sink);
+    for (int sp = 0; sp < p.splits; ++sp) {
+      merge_max(mg, OnlineSoftmax{p.partial_ml[2 * (base + sp)], p.partial_ml[2 * (base + sp) + 1]});
+    }
+    merge_rebase_sink(mg, has_sink, sink);
+    for (int sp = 0; sp < p.splits; ++sp) {
+      w_s[sp] = merge_weight(mg, OnlineSoftmax{p.partial_ml[2 * (base + sp)], p.partial_ml[2 * (base + sp) + 1]});
+    }
+    den_s = mg.den;
+  }
+  __syncthreads();
+  const SeqItem& it = p.items[i];
+  float* out = it.out + ((int64_t{s.layer} * it.layer_tokens + it.token_offset) * Hq + h) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float o = 0.0f;
+    for (int sp = 0; sp < p.splits; ++sp) {
+      const float w = w_s[sp];
+      if (w == 0.0f) continue;
+      o = add_rn(o, mul_rn(w, p.partial_acc[(base + sp) * D + d]));
+    }
+    out[d] = div_rn(o, den_s);
+  }
+}
+
+/// Bytes per stored element of a dtype code (0 for an unknown code).
+int dtype_bytes(int dtype) {
+  switch (dtype) {
+    case kF32: return 4;
+    case kF16: case kBF16: return 2;
+    case kFp8E4M3: case kFp8E5M2: case kInt8: return 1;
+    default: return 0;
+  }
+}
+
+template <int KDT>
+cudaError_t launch_decode_as(const DecodeParams& p, cudaStream_t stream, unsigned blocks, size_t smem) {
+  if (smem > 48 * 1024) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(decode_kernel<KDT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+  }
+  decode_kernel<KDT><<<blocks, kDecodeThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_decode(const DecodeParams& p, cudaStream_t stream) {
+  const int64_t blocks = int64_t{p.num_items} * p.shape.num_kv_heads * p.head_chunks * p.plan.splits;
+  if (blocks <= 0) return cudaSuccess;
+  const int D = p.shape.head_dim, T = p.tile, HB = p.heads_per_block;
+  // The kernel's fixed-size arrays: one lane per key of a tile, ≤ 16 heads, ≤ 32 accumulators.
+  if (T < 1 || T > kMaxTile || HB < 1 || HB > kMaxHeads || int64_t{HB} * D > int64_t{kMaxAcc} * kDecodeThreads ||
+      p.plan.splits > kMaxSplits || p.kf.bytes != dtype_bytes(p.kf.dtype) || p.vf.bytes != dtype_bytes(p.vf.dtype)) {
+    return cudaErrorInvalidValue;
+  }
+  if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
+  const auto z = [](int v) { return static_cast<size_t>(v); };
+  const size_t TP = z(tile_stride(T));
+  const size_t smem = sizeof(float) * (z(HB) * TP + z(D) * TP + z(HB) * z(D) + 3 * z(HB));
+  const auto n = static_cast<unsigned>(blocks);
+  switch (p.kf.dtype) {
+    case kF32: return launch_decode_as<kF32>(p, stream, n, smem);
+    case kF16: return launch_decode_as<kF16>(p, stream, n, smem);
+    case kBF16: return launch_decode_as<kBF16>(p, stream, n, smem);
+    case kFp8E4M3: return launch_decode_as<kFp8E4M3>(p, stream, n, smem);
+    case kFp8E5M2: return launch_decode_as<kFp8E5M2>(p, stream, n, smem);
+    default: return launch_decode_as<kInt8>(p, stream, n, smem);
+  }
+}
+
+cudaError_t launch_merge(const MergeParams& p, cudaStream_t stream) {
+  const int64_t blocks = int64_t{p.num_items} * p.shape.num_q_heads;
+  if (blocks <= 0) return cudaSuccess;
+  if (p.splits < 1 || p.splits > kMaxSplits) return cudaErrorInvalidValue;
+  if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
+  merge_kernel<<<static_cast<unsigned>(blocks), kMergeThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace ringkv::cuda
