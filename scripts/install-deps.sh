@@ -14,3 +14,12 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   nlohmann-json3-dev \
   libbenchmark-dev \
   python3 python3-venv
+
+# cuobjdump for the kernel resource test (cuda.kernel_resources): some CUDA toolkit installs lack
+# it; PyPI's pinned nvidia-cuda-cuobjdump reads nvcc 13 objects. Best effort: without it that
+# test is skipped with the reason, nothing else depends on it.
+if command -v nvcc >/dev/null 2>&1 && ! command -v cuobjdump >/dev/null 2>&1 && [ ! -x "$(dirname "$(command -v nvcc)")/cuobjdump" ]; then
+  TOOLS="$(cd "$(dirname "$0")/.." && pwd)/.tools-venv"
+  if [ ! -x "$TOOLS/bin/python" ]; then python3 -m venv "$TOOLS" || true; fi
+  "$TOOLS/bin/pip" install -q nvidia-cuda-cuobjdump==13.2.51 || echo "warning: could not install cuobjdump; the kernel resource test will be skipped"
+fi

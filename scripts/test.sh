@@ -2,6 +2,12 @@
 # The README's test command: configure (warnings as errors), build and run every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# cuobjdump installed by scripts/install-deps.sh where the CUDA toolkit lacks it.
+if [ -z "${CUOBJDUMP:-}" ]; then
+  for c in .tools-venv/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump; do
+    if [ -x "$c" ]; then export CUOBJDUMP="$PWD/$c"; fi
+  done
+fi
 cmake --preset ci
 cmake --build --preset ci
 ctest --preset ci
