@@ -698,90 +698,25 @@ TEST(CudaExactRing, GeneratedCasesMatchTheReferenceAfterEveryStep) {
 // f64 attention over what a ring holds: the exact result a decode step should approximate,
 // and the inputs of its bound (conformance/support/tolerance.hpp).
 
-struct StoredAttention {
-  std::vector<double> o;  ///< [D]
-  conformance::ScoreStats score;
-  std::vector<conformance::DimStats> dims;  ///< [D]
-};
-
 /// The decode query of token `index` (true position p0 + index) of one (layer, sequence, q head)
-/// in f64 over the stored K (rotated) and V of the snapshot, with the spec's visibility. The
-/// stored values are the inputs here, so the INT8 tie terms are 0.
-StoredAttention attend_stored(const Config& cfg, int layer, const CacheSnapshot& snap, int64_t p0, int64_t index,
-                              const float* q_raw, int head) {
+/// in f64 over the stored K (rotated) and V of the snapshot, with the spec's visibility: the
+/// oracle's attention (attend_keys) over what this engine stores. The stored values are the
+/// inputs here, so the INT8 tie terms are 0.
+conformance::OracleOutput attend_stored(const Config& cfg, int layer, const CacheSnapshot& snap, int64_t p0,
+                                        int64_t index, const float* q_raw, int head) {
   const LayerConfig& lc = cfg.layers[sz(layer)];
   const int D = cfg.head_dim, H = cfg.num_kv_heads;
   const int kv = head / (cfg.num_q_heads / cfg.num_kv_heads);
-  const double tau = softmax_scale(cfg);
-  const bool has_sink = !cfg.sink_logits.empty();
-  const auto scaled = [&](int64_t pos) {
-    if (lc.rope.style == RopeStyle::none) return 0.0;
-    return lc.rope.scaling == RopeScaling::linear ? double(pos) / lc.rope.factor : double(pos);
-  };
   std::vector<double> q(sz(D));
   conformance::oracle_rope(lc.rope, D, p0 + index, q_raw, q.data());
-  double q_norm = 0;
-  for (double x : q) q_norm += x * x;
-  q_norm = std::sqrt(q_norm);
-
-  StoredAttention r;
-  r.o.assign(sz(D), 0.0);
-  r.dims.resize(sz(D));
-  r.score.max_angle = std::fabs(scaled(p0 + index));
-  std::vector<size_t> rows;  // visible rows (slot·H + kv)
-  std::vector<double> s;
-  double max_s = has_sink ? double(cfg.sink_logits[sz(layer)][sz(head)]) : -INFINITY;
+  std::vector<conformance::KeyView> keys;
   for (int64_t c = 0; c < snap.capacity; ++c) {
     const int64_t pos = snap.positions[sz(c)];
     if (!cuda::slot_visible(index, pos, p0, lc.sinks, lc.window)) continue;
-    const size_t row = sz(c) * sz(H) + sz(kv);
-    double dot = 0, abs_dot = 0, k_norm = 0;
-    for (int d = 0; d < D; ++d) {
-      const double kd = snap.k[row * sz(D) + sz(d)];
-      dot += q[sz(d)] * kd;
-      abs_dot += std::fabs(q[sz(d)]) * std::fabs(kd);
-      k_norm += kd * kd;
-    }
-    double sc = tau * dot;
-    if (cfg.softcap) sc = *cfg.softcap * std::tanh(sc / *cfg.softcap);
-    rows.push_back(row);
-    s.push_back(sc);
-    max_s = std::max(max_s, sc);
-    r.score.max_abs_dot = std::max(r.score.max_abs_dot, abs_dot);
-    r.score.max_abs_score = std::max(r.score.max_abs_score, std::fabs(sc));
-    r.score.max_qk_norm = std::max(r.score.max_qk_norm, q_norm * std::sqrt(k_norm));
-    r.score.max_angle = std::max(r.score.max_angle, std::fabs(scaled(pos)));
+    const size_t row = (sz(c) * sz(H) + sz(kv)) * sz(D);
+    keys.push_back(conformance::KeyView{snap.k.data() + row, nullptr, snap.v.data() + row, nullptr, pos});
   }
-  double denom = 0, p_sink = 0;
-  if (has_sink) {
-    const double sl = cfg.sink_logits[sz(layer)][sz(head)];
-    r.score.max_abs_score = std::max(r.score.max_abs_score, std::fabs(sl));
-    p_sink = std::exp(sl - max_s);
-    denom += p_sink;
-  }
-  for (double& x : s) {
-    x = std::exp(x - max_s);
-    denom += x;
-  }
-  for (double& x : s) x /= denom;
-  p_sink /= denom;
-  r.score.n_keys = static_cast<int64_t>(rows.size()) + (has_sink ? 1 : 0);
-  for (size_t a = 0; a < rows.size(); ++a) {
-    for (int d = 0; d < D; ++d) r.o[sz(d)] += s[a] * double(snap.v[rows[a] * sz(D) + sz(d)]);
-  }
-  for (int d = 0; d < D; ++d) {
-    conformance::DimStats& ds = r.dims[sz(d)];
-    const double o = r.o[sz(d)];
-    ds.spread = p_sink * std::fabs(o);
-    for (size_t a = 0; a < rows.size(); ++a) {
-      const double vd = snap.v[rows[a] * sz(D) + sz(d)];
-      ds.spread += s[a] * std::fabs(vd - o);
-      ds.abs_mass += s[a] * std::fabs(vd);
-      ds.max_abs_v = std::max(ds.max_abs_v, std::fabs(vd));
-    }
-    ds.abs_out = std::fabs(o);
-  }
-  return r;
+  return conformance::attend_keys(cfg, layer, head, q.data(), p0 + index, keys);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -910,7 +845,7 @@ TEST_P(CudaFusedVsCublas, DecodeWithinTheBound) {
         ASSERT_TRUE(snap.has_value());
         for (int h = 0; h < Hq; ++h) {
           const size_t off = (sz(l) * sz(Hq) + sz(h)) * sz(D);  // [L][1][Hq][D]
-          const StoredAttention ex = attend_stored(cfg, l, *snap, ch.p0, ch.first, ch.q.data() + off, h);
+          const conformance::OracleOutput ex = attend_stored(cfg, l, *snap, ch.p0, ch.first, ch.q.data() + off, h);
           for (int d = 0; d < D; ++d) {
             const double want = ex.o[sz(d)];
             const double b_f = conformance::output_bound(bf, ex.score, ex.dims[sz(d)]);

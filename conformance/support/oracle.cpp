@@ -130,16 +130,32 @@ std::vector<OracleOutput> Oracle::append(int sequence, int64_t n, const float* q
 
 OracleOutput Oracle::attend(int layer, int sequence, int64_t i, const double* q, int head) const {
   const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
-  const RopeConfig& rope = L.rope;
-  const int D = config_.head_dim;
-  const int kv_head = head / (config_.num_q_heads / config_.num_kv_heads);
+  const size_t off = static_cast<size_t>(head / (config_.num_q_heads / config_.num_kv_heads)) *
+                     static_cast<size_t>(config_.head_dim);
   const std::vector<OracleToken>& hist = history(layer, sequence);
-  const double tau = softmax_scale(config_);
-  const bool has_sink = !config_.sink_logits.empty();
+  // The explicit mask over the whole history (spec §2).
+  std::vector<KeyView> keys;
+  for (int64_t j = 0; j <= i; ++j) {
+    if (j < L.sinks || j > i - L.window) {
+      const OracleToken& tok = hist[static_cast<size_t>(j)];
+      keys.push_back(KeyView{tok.k.value.data() + off, tok.k.tie.data() + off, tok.v.value.data() + off,
+                             tok.v.tie.data() + off, tok.position});
+    }
+  }
+  return attend_keys(config_, layer, head, q, hist[static_cast<size_t>(i)].position, keys);
+}
+
+OracleOutput attend_keys(const Config& config, int layer, int head, const double* q, int64_t query_position,
+                         const std::vector<KeyView>& keys) {
+  const RopeConfig& rope = config.layers[static_cast<size_t>(layer)].rope;
+  const int D = config.head_dim;
+  const double tau = softmax_scale(config);
+  const bool has_sink = !config.sink_logits.empty();
   const auto scaled = [&](int64_t pos) {
     if (rope.style == RopeStyle::none) return 0.0;
     return rope.scaling == RopeScaling::linear ? double(pos) / rope.factor : double(pos);
   };
+  const auto tie = [](const float* t, int d) { return t ? double(t[d]) : 0.0; };
 
   OracleOutput r;
   r.o.assign(static_cast<size_t>(D), 0.0);
@@ -147,41 +163,35 @@ OracleOutput Oracle::attend(int layer, int sequence, int64_t i, const double* q,
   double q_norm = 0;
   for (int d = 0; d < D; ++d) q_norm += q[d] * q[d];
   q_norm = std::sqrt(q_norm);
-  r.score.max_angle = std::fabs(scaled(hist[static_cast<size_t>(i)].position));
+  r.score.max_angle = std::fabs(scaled(query_position));
 
-  // The explicit mask over the whole history (spec §2).
-  std::vector<int64_t> keys;
-  for (int64_t j = 0; j <= i; ++j) {
-    if (j < L.sinks || j > i - L.window) keys.push_back(j);
-  }
   std::vector<double> s(keys.size());
-  double max_s = has_sink ? double(config_.sink_logits[static_cast<size_t>(layer)][static_cast<size_t>(head)])
+  double max_s = has_sink ? double(config.sink_logits[static_cast<size_t>(layer)][static_cast<size_t>(head)])
                           : -std::numeric_limits<double>::infinity();
-  const size_t off = static_cast<size_t>(kv_head) * static_cast<size_t>(D);
   for (size_t a = 0; a < keys.size(); ++a) {
-    const OracleToken& tok = hist[static_cast<size_t>(keys[a])];
+    const KeyView& key = keys[a];
     double dot = 0, abs_dot = 0, tie_dot = 0, k_norm = 0;
     for (int d = 0; d < D; ++d) {
-      const double kd = tok.k.value[off + static_cast<size_t>(d)];
+      const double kd = key.k[d];
       dot += q[d] * kd;
       abs_dot += std::fabs(q[d]) * std::fabs(kd);
-      tie_dot += std::fabs(q[d]) * tok.k.tie[off + static_cast<size_t>(d)];
+      tie_dot += std::fabs(q[d]) * tie(key.k_tie, d);
       k_norm += kd * kd;
     }
     double sc = tau * dot;
-    if (config_.softcap) sc = *config_.softcap * std::tanh(sc / *config_.softcap);
+    if (config.softcap) sc = *config.softcap * std::tanh(sc / *config.softcap);
     s[a] = sc;
     max_s = std::max(max_s, sc);
     r.score.max_abs_dot = std::max(r.score.max_abs_dot, abs_dot);
     r.score.max_abs_score = std::max(r.score.max_abs_score, std::fabs(sc));
     r.score.max_tie_dot = std::max(r.score.max_tie_dot, tie_dot);
     r.score.max_qk_norm = std::max(r.score.max_qk_norm, q_norm * std::sqrt(k_norm));
-    r.score.max_angle = std::max(r.score.max_angle, std::fabs(scaled(tok.position)));
+    r.score.max_angle = std::max(r.score.max_angle, std::fabs(scaled(key.position)));
   }
   double denom = 0;
   double p_sink = 0;
   if (has_sink) {
-    const double sl = config_.sink_logits[static_cast<size_t>(layer)][static_cast<size_t>(head)];
+    const double sl = config.sink_logits[static_cast<size_t>(layer)][static_cast<size_t>(head)];
     r.score.max_abs_score = std::max(r.score.max_abs_score, std::fabs(sl));
     p_sink = std::exp(sl - max_s);
     denom += p_sink;
@@ -194,19 +204,17 @@ OracleOutput Oracle::attend(int layer, int sequence, int64_t i, const double* q,
   p_sink /= denom;
   r.score.n_keys = static_cast<int64_t>(keys.size()) + (has_sink ? 1 : 0);
   for (size_t a = 0; a < keys.size(); ++a) {
-    const OracleToken& tok = hist[static_cast<size_t>(keys[a])];
-    for (int d = 0; d < D; ++d) r.o[static_cast<size_t>(d)] += s[a] * double(tok.v.value[off + static_cast<size_t>(d)]);
+    for (int d = 0; d < D; ++d) r.o[static_cast<size_t>(d)] += s[a] * double(keys[a].v[d]);
   }
   for (int d = 0; d < D; ++d) {
     DimStats& ds = r.dims[static_cast<size_t>(d)];
     const double o = r.o[static_cast<size_t>(d)];
     ds.spread = p_sink * std::fabs(o);
     for (size_t a = 0; a < keys.size(); ++a) {
-      const OracleToken& tok = hist[static_cast<size_t>(keys[a])];
-      const double vd = tok.v.value[off + static_cast<size_t>(d)];
+      const double vd = keys[a].v[d];
       ds.spread += s[a] * std::fabs(vd - o);
       ds.abs_mass += s[a] * std::fabs(vd);
-      ds.tie_mass += s[a] * tok.v.tie[off + static_cast<size_t>(d)];
+      ds.tie_mass += s[a] * tie(keys[a].v_tie, d);
       ds.max_abs_v = std::max(ds.max_abs_v, std::fabs(vd));
     }
     ds.abs_out = std::fabs(o);

@@ -42,6 +42,22 @@ void oracle_rope(const RopeConfig& rope, int head_dim, int64_t position, const f
 void oracle_store(const KvFormat& format, int head_dim, const float* x, float* value, float* tie, int8_t* codes,
                   float* scales);
 
+/// One visible key of one kv head, as the f64 attention reads it.
+struct KeyView {
+  const float* k = nullptr;      ///< [D] stored (decoded) K
+  const float* k_tie = nullptr;  ///< [D] one code step per INT8 element in the tie window, or null (none)
+  const float* v = nullptr;      ///< [D] stored (decoded) V
+  const float* v_tie = nullptr;  ///< [D] or null
+  int64_t position = 0;          ///< true position (for the RoPE term of the bound)
+};
+
+/// Softmax attention in f64 of one query head (its rotated query q_rot[0..D) at true position
+/// `query_position`) over exactly the given visible keys, with the softcap and the sink logit of
+/// (layer, head), and the inputs of the bound. The oracle calls it over its full history; a check
+/// that holds another engine's stored rows (the GPU tests) calls it over those.
+OracleOutput attend_keys(const Config& config, int layer, int head, const double* q_rot, int64_t query_position,
+                         const std::vector<KeyView>& keys);
+
 class Oracle {
  public:
   explicit Oracle(Config config);

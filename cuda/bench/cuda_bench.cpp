@@ -777,6 +777,19 @@ int run(const Options& o) {
     return valid ? 0 : 1;
   }
 
+  // One timed decode row: step time, bytes read, and the same bytes copied device to device.
+  const auto measure = [&](CudaEngine& engine, const InputSets& in, int B, int64_t W, CopyTimer& copy,
+                           const char* path, const std::string& kvname, int E) {
+    Row r = time_decode(engine, in, B, stream.get(), o, W + 16);
+    r.path = path;
+    r.kv = kvname;
+    r.copy_us = copy.time_us(static_cast<size_t>(r.kv_bytes), stream.get(), o);
+    r.copy_gbps = 2.0 * r.kv_bytes / (r.copy_us * 1e3);
+    r.note = "engine batch " + std::to_string(E);
+    print_row(r);
+    return r;
+  };
+
   // ---- 2. timing ----
   std::vector<Row> rows;
   size_t free_b = 0, total_b = 0;
@@ -802,14 +815,7 @@ int run(const Options& o) {
       advance_all(engine, in, W + 16, stream.get(), (kvname + " W=" + std::to_string(W)).c_str());
       CopyTimer copy(per_seq * sz(max_b), dev);
       for (const int B : o.batches) {
-        Row r = time_decode(engine, in, B, stream.get(), o, W + 16);
-        r.path = "fused";
-        r.kv = kvname;
-        r.copy_us = copy.time_us(static_cast<size_t>(r.kv_bytes), stream.get(), o);
-        r.copy_gbps = 2.0 * r.kv_bytes / (r.copy_us * 1e3);
-        r.note = "engine batch " + std::to_string(E);
-        print_row(r);
-        rows.push_back(r);
+        rows.push_back(measure(engine, in, B, W, copy, "fused", kvname, E));
       }
     }
   }
@@ -829,14 +835,7 @@ int run(const Options& o) {
       const InputSets in(E, 8, cfg, 0xc0b1ull);
       prefill_all(engine, W + 16, stream.get(), ("cublas " + kvname).c_str());
       CopyTimer copy(per_seq * sz(B), dev);
-      Row r = time_decode(engine, in, B, stream.get(), o, W + 16);
-      r.path = "cublas";
-      r.kv = kvname;
-      r.copy_us = copy.time_us(static_cast<size_t>(r.kv_bytes), stream.get(), o);
-      r.copy_gbps = 2.0 * r.kv_bytes / (r.copy_us * 1e3);
-      r.note = "engine batch " + std::to_string(E);
-      print_row(r);
-      rows.push_back(r);
+      rows.push_back(measure(engine, in, B, W, copy, "cublas", kvname, E));
     }
   }
 

@@ -94,65 +94,13 @@ __device__ __forceinline__ void decode_quad(const uint4& raw, int e4, float s, f
 
 // ---------------------------------------------------------------- one key of a tile
 
-/// Partial dot products q_m · k (m < nh) of the elements of K row `row` lane j of a group of GS
-/// lanes owns: with `vec`, 16-byte chunks j, j + GS, ... (kInFlight loads issued together), else
-/// elements j, j + GS, ...; each element decoded as decode_element does.
-template <int DT>
-__device__ __forceinline__ void key_dots(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
-                                         bool vec, int j, int GS, const float* q, int nh,
-                                         float (&dots)[kMaxHeads]) {
-  constexpr int E = 16 / kBytes<DT>;
-  if (vec) {
-    const int chunks = D / E;
-    const auto* src = reinterpret_cast<const uint4*>(row);
-    for (int c0 = j; c0 < chunks; c0 += GS * kInFlight) {
-      uint4 raw[kInFlight];
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int c = c0 + u * GS;
-        raw[u] = c < chunks ? __ldg(src + c) : make_uint4(0u, 0u, 0u, 0u);
-      }
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int c = c0 + u * GS;
-        if (c < chunks) {
-          const float scale = element_scale<DT>(f, scales, c * E);
-          const auto* q4 = reinterpret_cast<const float4*>(q + c * E);
-#pragma unroll
-          for (int e4 = 0; e4 < E / 4; ++e4) {  // four elements at a time, for every head
-            float k[4];
-            decode_quad<DT>(raw[u], e4, scale, k);
-#pragma unroll
-            for (int m = 0; m < kMaxHeads; ++m) {
-              if (m < nh) {
-                const float4 qv = q4[m * (D / 4) + e4];
-                dots[m] = add_rn(dots[m], mul_rn(qv.x, k[0]));
-                dots[m] = add_rn(dots[m], mul_rn(qv.y, k[1]));
-                dots[m] = add_rn(dots[m], mul_rn(qv.z, k[2]));
-                dots[m] = add_rn(dots[m], mul_rn(qv.w, k[3]));
-              }
-            }
-          }
-        }
-      }
-    }
-    return;
-  }
-#pragma unroll 4
-  for (int d = j; d < D; d += GS) {
-    const float k = decode_code<DT>(load_code<DT>(row, d), element_scale<DT>(f, scales, d));
-#pragma unroll
-    for (int m = 0; m < kMaxHeads; ++m) {
-      if (m < nh) dots[m] = add_rn(dots[m], mul_rn(q[m * D + d], k));
-    }
-  }
-}
-
-/// Decodes the elements of V row `row` lane j of a group of GS lanes owns into the key's column
-/// of the shared V tile, stored transposed (element d at dst[d·stride]), chunked like key_dots.
-template <int DT>
-__device__ __forceinline__ void value_row(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
-                                          bool vec, int j, int GS, float* dst, int stride) {
+/// Walks the elements of a stored row that lane j of a group of GS lanes owns, decoded as
+/// decode_element does: with `vec`, 16-byte chunks j, j + GS, ... (kInFlight loads issued
+/// together), handing four elements at a time to quad(d, x[4]); else elements j, j + GS, ...,
+/// one at a time to one(d, x). K (key_dots) and V (value_row) are read through it.
+template <int DT, class Quad, class One>
+__device__ __forceinline__ void for_each_owned(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
+                                               bool vec, int j, int GS, Quad quad, One one) {
   constexpr int E = 16 / kBytes<DT>;
   if (vec) {
     const int chunks = D / E;
@@ -171,10 +119,9 @@ __device__ __forceinline__ void value_row(const FormatDesc& f, const uint8_t* ro
           const float scale = element_scale<DT>(f, scales, c * E);
 #pragma unroll
           for (int e4 = 0; e4 < E / 4; ++e4) {
-            float v[4];
-            decode_quad<DT>(raw[u], e4, scale, v);
-#pragma unroll
-            for (int x = 0; x < 4; ++x) dst[(c * E + 4 * e4 + x) * stride] = v[x];
+            float x[4];
+            decode_quad<DT>(raw[u], e4, scale, x);
+            quad(c * E + 4 * e4, x);
           }
         }
       }
@@ -182,9 +129,49 @@ __device__ __forceinline__ void value_row(const FormatDesc& f, const uint8_t* ro
     return;
   }
 #pragma unroll 4
-  for (int d = j; d < D; d += GS) {
-    dst[d * stride] = decode_code<DT>(load_code<DT>(row, d), element_scale<DT>(f, scales, d));
-  }
+  for (int d = j; d < D; d += GS) one(d, decode_code<DT>(load_code<DT>(row, d), element_scale<DT>(f, scales, d)));
+}
+
+/// Partial dot products q_m · k (m < nh) over the elements of K row `row` lane j owns.
+template <int DT>
+__device__ __forceinline__ void key_dots(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
+                                         bool vec, int j, int GS, const float* q, int nh,
+                                         float (&dots)[kMaxHeads]) {
+  for_each_owned<DT>(
+      f, row, scales, D, vec, j, GS,
+      [&](int d, const float (&k)[4]) {  // four elements at a time, for every head
+        const auto* q4 = reinterpret_cast<const float4*>(q + d);
+#pragma unroll
+        for (int m = 0; m < kMaxHeads; ++m) {
+          if (m < nh) {
+            const float4 qv = q4[m * (D / 4)];
+            dots[m] = add_rn(dots[m], mul_rn(qv.x, k[0]));
+            dots[m] = add_rn(dots[m], mul_rn(qv.y, k[1]));
+            dots[m] = add_rn(dots[m], mul_rn(qv.z, k[2]));
+            dots[m] = add_rn(dots[m], mul_rn(qv.w, k[3]));
+          }
+        }
+      },
+      [&](int d, float k) {
+#pragma unroll
+        for (int m = 0; m < kMaxHeads; ++m) {
+          if (m < nh) dots[m] = add_rn(dots[m], mul_rn(q[m * D + d], k));
+        }
+      });
+}
+
+/// Decodes the elements of V row `row` lane j owns into the key's column of the shared V tile,
+/// stored transposed (element d at dst[d·stride]).
+template <int DT>
+__device__ __forceinline__ void value_row(const FormatDesc& f, const uint8_t* row, const float* scales, int D,
+                                          bool vec, int j, int GS, float* dst, int stride) {
+  for_each_owned<DT>(
+      f, row, scales, D, vec, j, GS,
+      [&](int d, const float (&v)[4]) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) dst[(d + x) * stride] = v[x];
+      },
+      [&](int d, float v) { dst[d * stride] = v; });
 }
 
 /// value_row for the V format known at run time.

@@ -49,7 +49,7 @@ EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOpti
   vf_ = format_desc(config_.v_format, D);
   p0_.resize(sz(B));
   seen_.assign(sz(B), 0);
-  seen_after_.assign(sz(B), 0);
+  resident_view_.resize(sz(B));
   for (int s = 0; s < B; ++s) p0_[sz(s)] = start_position(config_, s);
 
   try {
@@ -62,7 +62,6 @@ EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOpti
       st.ring.sinks = lc.sinks;
       st.ring.window = lc.window;
       const size_t rows = sz(B) * sz(st.ring.capacity) * sz(Hkv);
-      const size_t bytes_before = ring_bytes_;
       st.ring.k = static_cast<uint8_t*>(alloc(rows * k_row));
       st.ring.v = static_cast<uint8_t*>(alloc(rows * v_row));
       ring_bytes_ += rows * (k_row + v_row);
@@ -73,7 +72,6 @@ EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOpti
       st.ring.positions = static_cast<int64_t*>(alloc(pos_bytes));
       backend_->fill(st.ring.positions, 0xff, pos_bytes);  // every slot empty (-1)
       ring_bytes_ += pos_bytes;
-      (void)bytes_before;
       max_capacity_ = std::max(max_capacity_, st.ring.capacity);
 
       st.rope.style = static_cast<int>(lc.rope.style);
@@ -131,11 +129,11 @@ EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOpti
     const size_t keys = sz(max_capacity_ + chunk_tile_);
     q_rot_pre_ = static_cast<float*>(alloc(sz(chunk_tile_) * sz(Hq) * sz(D) * 4));
     o_ = static_cast<float*>(alloc(sz(chunk_tile_) * sz(Hq) * sz(D) * 4));
-    stage_k_ = static_cast<uint8_t*>(alloc(sz(chunk_tile_) * sz(Hkv) * k_row));
-    stage_v_ = static_cast<uint8_t*>(alloc(sz(chunk_tile_) * sz(Hkv) * v_row));
-    if (kf_.scales_per_row > 0) stage_k_scales_ = static_cast<float*>(alloc(sz(chunk_tile_) * sz(Hkv) * sz(kf_.scales_per_row) * 4));
-    if (vf_.scales_per_row > 0) stage_v_scales_ = static_cast<float*>(alloc(sz(chunk_tile_) * sz(Hkv) * sz(vf_.scales_per_row) * 4));
-    stage_positions_ = static_cast<int64_t*>(alloc(sz(chunk_tile_) * 8));
+    stage_.k = static_cast<uint8_t*>(alloc(sz(chunk_tile_) * sz(Hkv) * k_row));
+    stage_.v = static_cast<uint8_t*>(alloc(sz(chunk_tile_) * sz(Hkv) * v_row));
+    if (kf_.scales_per_row > 0) stage_.k_scales = static_cast<float*>(alloc(sz(chunk_tile_) * sz(Hkv) * sz(kf_.scales_per_row) * 4));
+    if (vf_.scales_per_row > 0) stage_.v_scales = static_cast<float*>(alloc(sz(chunk_tile_) * sz(Hkv) * sz(vf_.scales_per_row) * 4));
+    stage_.positions = static_cast<int64_t*>(alloc(sz(chunk_tile_) * 8));
     kd_ = static_cast<float*>(alloc(keys * sz(Hkv) * sz(D) * 4));
     vd_ = static_cast<float*>(alloc(keys * sz(Hkv) * sz(D) * 4));
     key_positions_ = static_cast<int64_t*>(alloc(keys * 8));
@@ -264,7 +262,7 @@ void EngineCore::run_decode(std::span<const SeqItem> items, int input_type) {
 // ---------------------------------------------------------------- chunk: stage → GEMMs → commit
 
 void EngineCore::run_chunk(const SeqItem& item, int input_type) {
-  const int Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
+  const int Hkv = config_.num_kv_heads, D = config_.head_dim;
   const int64_t n = item.n;
   SeqItem* dev_item = items_dev_ + config_.batch;
   backend_->upload(dev_item, &item, sizeof(SeqItem));
@@ -286,11 +284,7 @@ void EngineCore::run_chunk(const SeqItem& item, int input_type) {
     a.q_group_stride = n * group_ * D;
     a.staged = true;
     a.ring = st.ring;
-    a.stage_k = stage_k_;
-    a.stage_v = stage_v_;
-    a.stage_k_scales = stage_k_scales_;
-    a.stage_v_scales = stage_v_scales_;
-    a.stage_positions = stage_positions_;
+    a.stage = stage_;
     backend_->append(a);
 
     GatherParams g;
@@ -301,11 +295,7 @@ void EngineCore::run_chunk(const SeqItem& item, int input_type) {
     g.kf = kf_;
     g.vf = vf_;
     g.ring = st.ring;
-    g.stage_k = stage_k_;
-    g.stage_v = stage_v_;
-    g.stage_k_scales = stage_k_scales_;
-    g.stage_v_scales = stage_v_scales_;
-    g.stage_positions = stage_positions_;
+    g.stage = stage_;
     g.k_out = kd_;
     g.v_out = vd_;
     g.key_positions = key_positions_;
@@ -376,65 +366,29 @@ void EngineCore::run_chunk(const SeqItem& item, int input_type) {
     cm.kf = kf_;
     cm.vf = vf_;
     cm.ring = st.ring;
-    cm.stage_k = stage_k_;
-    cm.stage_v = stage_v_;
-    cm.stage_k_scales = stage_k_scales_;
-    cm.stage_v_scales = stage_v_scales_;
-    cm.stage_positions = stage_positions_;
+    cm.stage = stage_;
     backend_->commit(cm);
   }
-  (void)Hq;
 }
 
 // ---------------------------------------------------------------- steps
 
 void EngineCore::step_resident(const ResidentBatch& batch) {
-  // The values stay in backend memory; shapes, sequences and room are checked here.
-  for (size_t a = 0; a < batch.appends.size(); ++a) {
-    const ResidentStep& s = batch.appends[a];
-    if (!s.q || !s.k || !s.v || !s.out) {
-      throw StepError("step.appends[" + std::to_string(a) + "].q/k/v/out = null: must all be non-null");
-    }
-  }
+  // The values stay in backend memory: everything but their finiteness is checked as step() does.
   if (batch.input_type != kInF32 && batch.input_type != kInF16 && batch.input_type != kInBF16) {
     throw StepError("step.input_type = " + std::to_string(batch.input_type) + ": must be f32 (0), f16 (1) or bf16 (2)");
   }
-  {
-    // Reuse the shared checks with null-free dummies: only the shape fields matter for them.
-    // (validate_step reads the tensors for finiteness, which device memory cannot give here.)
-    for (size_t r = 0; r < batch.resets.size(); ++r) {
-      const SequenceReset& reset = batch.resets[r];
-      if (reset.sequence < 0 || reset.sequence >= config_.batch) {
-        throw StepError("step.resets[" + std::to_string(r) + "].sequence = " + std::to_string(reset.sequence) +
-                        ": must be in [0, batch = " + std::to_string(config_.batch) + ")");
-      }
-      try {
-        validate_start_position(config_, reset.start_position, "step.resets[" + std::to_string(r) + "].start_position");
-      } catch (const ConfigError& e) {
-        throw StepError(e.what());
-      }
-    }
-    for (size_t a = 0; a < batch.appends.size(); ++a) {
-      const ResidentStep& s = batch.appends[a];
-      if (s.sequence < 0 || s.sequence >= config_.batch) {
-        throw StepError("step.appends[" + std::to_string(a) + "].sequence = " + std::to_string(s.sequence) +
-                        ": must be in [0, batch = " + std::to_string(config_.batch) + ")");
-      }
-      bool reset_now = false;
-      for (const SequenceReset& r : batch.resets) reset_now = reset_now || r.sequence == s.sequence;
-      const int64_t room = config_.max_tokens - (reset_now ? 0 : seen_[sz(s.sequence)]);
-      if (s.n_tokens < 1 || s.n_tokens > room) {
-        throw StepError("step.appends[" + std::to_string(a) + "].n_tokens = " + std::to_string(s.n_tokens) +
-                        ": must be in [1, " + std::to_string(room) + "]");
-      }
-      for (size_t o = 0; o < a; ++o) {
-        if (batch.appends[o].sequence == s.sequence) {
-          throw StepError("step.appends[" + std::to_string(a) + "].sequence = " + std::to_string(s.sequence) +
-                          ": appears twice in one step; append all its tokens as one chunk");
-        }
-      }
-    }
+  if (batch.appends.size() > resident_view_.size()) {
+    throw StepError("step.appends has " + std::to_string(batch.appends.size()) + " entries: at most batch = " +
+                    std::to_string(config_.batch) + ", one per sequence");
   }
+  for (size_t a = 0; a < batch.appends.size(); ++a) {  // only the pointers' nullness is read
+    const ResidentStep& s = batch.appends[a];
+    resident_view_[a] = SequenceStep{s.sequence, s.n_tokens, static_cast<const float*>(s.q),
+                                     static_cast<const float*>(s.k), static_cast<const float*>(s.v), s.out};
+  }
+  validate_step(config_, StepBatch{batch.resets, std::span<const SequenceStep>(resident_view_.data(), batch.appends.size())},
+                seen_, /*check_values=*/false);
   apply_resets(batch.resets);
   size_t num = 0;
   for (const ResidentStep& s : batch.appends) {
@@ -523,14 +477,7 @@ bool EngineCore::poison_empty_slots() {
 }
 
 std::optional<CacheSnapshot> EngineCore::snapshot(int layer, int sequence) const {
-  if (layer < 0 || static_cast<size_t>(layer) >= config_.layers.size()) {
-    throw StepError("snapshot layer = " + std::to_string(layer) + ": must be in [0, " +
-                    std::to_string(config_.layers.size()) + ")");
-  }
-  if (sequence < 0 || sequence >= config_.batch) {
-    throw StepError("snapshot sequence = " + std::to_string(sequence) + ": must be in [0, " +
-                    std::to_string(config_.batch) + ")");
-  }
+  validate_snapshot_request(config_, layer, sequence);
   const RingLayerView& r = layers_[sz(layer)].ring;
   const int H = config_.num_kv_heads, D = config_.head_dim;
   const size_t C = sz(r.capacity), rows = C * sz(H);

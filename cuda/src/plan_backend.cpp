@@ -76,11 +76,11 @@ void PlanBackend::append(const AppendParams& p) {
         uint8_t *kd, *vd;
         float *ks, *vs;
         if (p.staged) {
-          kd = p.stage_k + (sz(t) * sz(Hkv) + sz(h)) * k_row;
-          vd = p.stage_v + (sz(t) * sz(Hkv) + sz(h)) * v_row;
-          ks = p.stage_k_scales ? p.stage_k_scales + (sz(t) * sz(Hkv) + sz(h)) * sz(p.kf.scales_per_row) : nullptr;
-          vs = p.stage_v_scales ? p.stage_v_scales + (sz(t) * sz(Hkv) + sz(h)) * sz(p.vf.scales_per_row) : nullptr;
-          if (h == 0) p.stage_positions[t] = position;
+          kd = p.stage.k + (sz(t) * sz(Hkv) + sz(h)) * k_row;
+          vd = p.stage.v + (sz(t) * sz(Hkv) + sz(h)) * v_row;
+          ks = p.stage.k_scales ? p.stage.k_scales + (sz(t) * sz(Hkv) + sz(h)) * sz(p.kf.scales_per_row) : nullptr;
+          vs = p.stage.v_scales ? p.stage.v_scales + (sz(t) * sz(Hkv) + sz(h)) * sz(p.vf.scales_per_row) : nullptr;
+          if (h == 0) p.stage.positions[t] = position;
         } else {
           const int64_t slot = slot_of(index, p.ring.sinks, p.ring.capacity);
           kd = ring_row(p.ring.k, p.ring, it.sequence, slot, h, Hkv, k_row);
@@ -112,17 +112,17 @@ void PlanBackend::commit(const CommitParams& p) {
     const int64_t slot = slot_of(j, p.ring.sinks, p.ring.capacity);
     for (int h = 0; h < Hkv; ++h) {  // block (t, h)
       const size_t srow = sz(t) * sz(Hkv) + sz(h);
-      std::memcpy(ring_row(p.ring.k, p.ring, it.sequence, slot, h, Hkv, k_row), p.stage_k + srow * k_row, k_row);
-      std::memcpy(ring_row(p.ring.v, p.ring, it.sequence, slot, h, Hkv, v_row), p.stage_v + srow * v_row, v_row);
+      std::memcpy(ring_row(p.ring.k, p.ring, it.sequence, slot, h, Hkv, k_row), p.stage.k + srow * k_row, k_row);
+      std::memcpy(ring_row(p.ring.v, p.ring, it.sequence, slot, h, Hkv, v_row), p.stage.v + srow * v_row, v_row);
       if (p.kf.scales_per_row > 0) {
         std::memcpy(ring_scales(p.ring.k_scales, p.ring, it.sequence, slot, h, Hkv, p.kf.scales_per_row),
-                    p.stage_k_scales + srow * sz(p.kf.scales_per_row), sz(p.kf.scales_per_row) * 4);
+                    p.stage.k_scales + srow * sz(p.kf.scales_per_row), sz(p.kf.scales_per_row) * 4);
       }
       if (p.vf.scales_per_row > 0) {
         std::memcpy(ring_scales(p.ring.v_scales, p.ring, it.sequence, slot, h, Hkv, p.vf.scales_per_row),
-                    p.stage_v_scales + srow * sz(p.vf.scales_per_row), sz(p.vf.scales_per_row) * 4);
+                    p.stage.v_scales + srow * sz(p.vf.scales_per_row), sz(p.vf.scales_per_row) * 4);
       }
-      if (h == 0) p.ring.positions[sz(it.sequence) * sz(p.ring.capacity) + sz(slot)] = p.stage_positions[t];
+      if (h == 0) p.ring.positions[sz(it.sequence) * sz(p.ring.capacity) + sz(slot)] = p.stage.positions[t];
     }
   }
 }
@@ -258,11 +258,11 @@ void PlanBackend::gather(const GatherParams& p) {
         vs = ring_scales(p.ring.v_scales, p.ring, p.sequence, c, h, Hkv, p.vf.scales_per_row);
       } else {
         const size_t srow = sz(c - C) * sz(Hkv) + sz(h);
-        pos = p.stage_positions[c - C];
-        kr = p.stage_k + srow * k_row;
-        vr = p.stage_v + srow * v_row;
-        ks = p.stage_k_scales ? p.stage_k_scales + srow * sz(p.kf.scales_per_row) : nullptr;
-        vs = p.stage_v_scales ? p.stage_v_scales + srow * sz(p.vf.scales_per_row) : nullptr;
+        pos = p.stage.positions[c - C];
+        kr = p.stage.k + srow * k_row;
+        vr = p.stage.v + srow * v_row;
+        ks = p.stage.k_scales ? p.stage.k_scales + srow * sz(p.kf.scales_per_row) : nullptr;
+        vs = p.stage.v_scales ? p.stage.v_scales + srow * sz(p.vf.scales_per_row) : nullptr;
       }
       float* ko = p.k_out + (sz(h) * sz(keys) + sz(c)) * sz(D);
       float* vo = p.v_out + (sz(h) * sz(keys) + sz(c)) * sz(D);

@@ -140,11 +140,11 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const AppendParams p) 
   float *ks, *vs;
   if (p.staged) {
     const int64_t srow = t * Hkv + h;
-    kd = p.stage_k + srow * k_row;
-    vd = p.stage_v + srow * v_row;
-    ks = p.stage_k_scales ? p.stage_k_scales + srow * p.kf.scales_per_row : nullptr;
-    vs = p.stage_v_scales ? p.stage_v_scales + srow * p.vf.scales_per_row : nullptr;
-    if (h == 0 && threadIdx.x == 0) p.stage_positions[t] = position;
+    kd = p.stage.k + srow * k_row;
+    vd = p.stage.v + srow * v_row;
+    ks = p.stage.k_scales ? p.stage.k_scales + srow * p.kf.scales_per_row : nullptr;
+    vs = p.stage.v_scales ? p.stage.v_scales + srow * p.vf.scales_per_row : nullptr;
+    if (h == 0 && threadIdx.x == 0) p.stage.positions[t] = position;
   } else {
     const int64_t slot = slot_of(index, p.ring.sinks, p.ring.capacity);
     const int64_t row = ring_row(it.sequence, slot, h, Hkv, p.ring.capacity);
@@ -187,15 +187,15 @@ __global__ void __launch_bounds__(kThreads) commit_kernel(const CommitParams p) 
   const int64_t slot = slot_of(j, p.ring.sinks, p.ring.capacity);
   const int64_t row = ring_row(seq, slot, h, Hkv, p.ring.capacity), srow = t * Hkv + h;
   const int64_t k_row = int64_t{D} * p.kf.bytes, v_row = int64_t{D} * p.vf.bytes;
-  copy_bytes(p.ring.k + row * k_row, p.stage_k + srow * k_row, static_cast<size_t>(k_row));
-  copy_bytes(p.ring.v + row * v_row, p.stage_v + srow * v_row, static_cast<size_t>(v_row));
+  copy_bytes(p.ring.k + row * k_row, p.stage.k + srow * k_row, static_cast<size_t>(k_row));
+  copy_bytes(p.ring.v + row * v_row, p.stage.v + srow * v_row, static_cast<size_t>(v_row));
   for (int e = threadIdx.x; e < p.kf.scales_per_row; e += blockDim.x) {
-    p.ring.k_scales[row * p.kf.scales_per_row + e] = p.stage_k_scales[srow * p.kf.scales_per_row + e];
+    p.ring.k_scales[row * p.kf.scales_per_row + e] = p.stage.k_scales[srow * p.kf.scales_per_row + e];
   }
   for (int e = threadIdx.x; e < p.vf.scales_per_row; e += blockDim.x) {
-    p.ring.v_scales[row * p.vf.scales_per_row + e] = p.stage_v_scales[srow * p.vf.scales_per_row + e];
+    p.ring.v_scales[row * p.vf.scales_per_row + e] = p.stage.v_scales[srow * p.vf.scales_per_row + e];
   }
-  if (h == 0 && threadIdx.x == 0) p.ring.positions[int64_t{seq} * p.ring.capacity + slot] = p.stage_positions[t];
+  if (h == 0 && threadIdx.x == 0) p.ring.positions[int64_t{seq} * p.ring.capacity + slot] = p.stage.positions[t];
 }
 
 // ---------------------------------------------------------------- gather
@@ -221,11 +221,11 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const GatherParams p) 
     vs = p.ring.v_scales ? p.ring.v_scales + row * p.vf.scales_per_row : nullptr;
   } else {
     const int64_t srow = (c - C) * Hkv + h;
-    pos = p.stage_positions[c - C];
-    kr = p.stage_k + srow * k_row;
-    vr = p.stage_v + srow * v_row;
-    ks = p.stage_k_scales ? p.stage_k_scales + srow * p.kf.scales_per_row : nullptr;
-    vs = p.stage_v_scales ? p.stage_v_scales + srow * p.vf.scales_per_row : nullptr;
+    pos = p.stage.positions[c - C];
+    kr = p.stage.k + srow * k_row;
+    vr = p.stage.v + srow * v_row;
+    ks = p.stage.k_scales ? p.stage.k_scales + srow * p.kf.scales_per_row : nullptr;
+    vs = p.stage.v_scales ? p.stage.v_scales + srow * p.vf.scales_per_row : nullptr;
   }
   float* ko = p.k_out + (int64_t{h} * keys + c) * D;
   float* vo = p.v_out + (int64_t{h} * keys + c) * D;

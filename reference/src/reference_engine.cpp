@@ -252,14 +252,7 @@ void ReferenceEngine::attend_token(int layer, int sequence, int64_t index, const
 }
 
 std::optional<CacheSnapshot> ReferenceEngine::snapshot(int layer, int sequence) const {
-  if (layer < 0 || static_cast<size_t>(layer) >= config_.layers.size()) {
-    throw StepError("snapshot layer = " + std::to_string(layer) + ": must be in [0, " +
-                    std::to_string(config_.layers.size()) + ")");
-  }
-  if (sequence < 0 || sequence >= config_.batch) {
-    throw StepError("snapshot sequence = " + std::to_string(sequence) + ": must be in [0, " +
-                    std::to_string(config_.batch) + ")");
-  }
+  validate_snapshot_request(config_, layer, sequence);
   const RingKvCache& ring = rings_[ring_index(layer, sequence)];
   const int H = config_.num_kv_heads, D = config_.head_dim;
   const auto C = static_cast<size_t>(ring.capacity());

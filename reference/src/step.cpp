@@ -22,7 +22,8 @@ int64_t first_non_finite(const float* x, int64_t n) {
 
 }  // namespace
 
-void validate_step(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen) {
+void validate_step(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
+                   bool check_values) {
   // Messages are built only on the error path: a valid step allocates nothing.
   const int B = config.batch;
   const auto L = static_cast<int64_t>(config.layers.size());
@@ -81,9 +82,21 @@ void validate_step(const Config& config, const StepBatch& batch, std::span<const
       value << x[i];
       reject(field("appends", a) + "." + name + where.str(), value.str(), "must be finite");
     };
+    if (!check_values) continue;
     check_finite(step.q, config.num_q_heads, "q");
     check_finite(step.k, config.num_kv_heads, "k");
     check_finite(step.v, config.num_kv_heads, "v");
+  }
+}
+
+void validate_snapshot_request(const Config& config, int layer, int sequence) {
+  if (layer < 0 || static_cast<size_t>(layer) >= config.layers.size()) {
+    throw StepError("snapshot layer = " + std::to_string(layer) + ": must be in [0, " +
+                    std::to_string(config.layers.size()) + ")");
+  }
+  if (sequence < 0 || sequence >= config.batch) {
+    throw StepError("snapshot sequence = " + std::to_string(sequence) + ": must be in [0, " +
+                    std::to_string(config.batch) + ")");
   }
 }
 

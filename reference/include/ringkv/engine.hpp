@@ -89,8 +89,13 @@ class Engine {
 
 /// Checks a step against a config and the tokens each sequence holds since its reset
 /// (`tokens_seen`, size batch), as spec §12.2 says: throws StepError naming the first bad
-/// field, its value and the allowed range. A valid step allocates nothing.
-void validate_step(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen);
+/// field, its value and the allowed range. A valid step allocates nothing. `check_values` false
+/// skips the finiteness of q, k and v (tensors an engine cannot read on the host: device memory).
+void validate_step(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
+                   bool check_values = true);
+
+/// Checks the arguments of Engine::snapshot(): throws StepError naming the bad one.
+void validate_snapshot_request(const Config& config, int layer, int sequence);
 
 /// How the conformance suite makes engines of one kind.
 struct EngineFactory {

@@ -115,11 +115,7 @@ class EngineCore : public Engine {
   float* partial_acc_ = nullptr;        // [B][Hq][kMaxSplits][D]
   float* partial_ml_ = nullptr;         // [B][Hq][kMaxSplits][2]
   float* q_rot_pre_ = nullptr;          // [Hkv][m][G][D]
-  uint8_t* stage_k_ = nullptr;          // [m][Hkv][D·kb]
-  uint8_t* stage_v_ = nullptr;
-  float* stage_k_scales_ = nullptr;     // [m][Hkv][spr]
-  float* stage_v_scales_ = nullptr;
-  int64_t* stage_positions_ = nullptr;  // [m]
+  StageRows stage_;                     // [m] rows of the current prefill sub-chunk
   float* kd_ = nullptr;                 // [Hkv][Cmax + m][D]
   float* vd_ = nullptr;
   int64_t* key_positions_ = nullptr;    // [Cmax + m]
@@ -134,7 +130,7 @@ class EngineCore : public Engine {
 
   // host scratch, sized once
   std::vector<SeqItem> host_items_;
-  std::vector<int64_t> seen_after_;
+  std::vector<SequenceStep> resident_view_;  // [B] step_resident's appends, for validate_step
 };
 
 /// The capabilities of the CUDA engine and of cuda-plan: every feature of spec 1.

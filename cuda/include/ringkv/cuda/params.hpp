@@ -63,6 +63,16 @@ struct LayerShape {
   const float* sink_logits = nullptr;  ///< [Hq] this layer's learned sink logits, or null
 };
 
+/// The K/V rows of a prefill chunk between the append and the commit: the chunk attends to them
+/// (gather) while the ring still holds every key its queries need.
+struct StageRows {
+  uint8_t* k = nullptr;          ///< [n][Hkv][D · k.bytes]
+  uint8_t* v = nullptr;          ///< [n][Hkv][D · v.bytes]
+  float* k_scales = nullptr;     ///< [n][Hkv][k.scales_per_row] (null if none)
+  float* v_scales = nullptr;     ///< [n][Hkv][v.scales_per_row]
+  int64_t* positions = nullptr;  ///< [n] true positions
+};
+
 // ---------------------------------------------------------------- 1. append
 
 /// Rotates q and k of every token at its true position and encodes K and V (spec §8, §10).
@@ -83,11 +93,7 @@ struct AppendParams {
   /// written too); true: to the stage rows of item 0 (prefill), committed after attention.
   bool staged = false;
   RingLayerView ring;
-  uint8_t* stage_k = nullptr;         ///< [n][Hkv][D · k.bytes]
-  uint8_t* stage_v = nullptr;         ///< [n][Hkv][D · v.bytes]
-  float* stage_k_scales = nullptr;    ///< [n][Hkv][k.scales_per_row]
-  float* stage_v_scales = nullptr;    ///< [n][Hkv][v.scales_per_row]
-  int64_t* stage_positions = nullptr; ///< [n]
+  StageRows stage;                 ///< written when staged
 };
 
 /// Copies the stage rows of a prefill chunk into their ring slots, skipping tokens a later token
@@ -98,11 +104,7 @@ struct CommitParams {
   int num_kv_heads = 1, head_dim = 1;
   FormatDesc kf, vf;
   RingLayerView ring;
-  const uint8_t* stage_k = nullptr;         ///< [n][Hkv][D · k.bytes]
-  const uint8_t* stage_v = nullptr;
-  const float* stage_k_scales = nullptr;    ///< [n][Hkv][k.scales_per_row]
-  const float* stage_v_scales = nullptr;
-  const int64_t* stage_positions = nullptr; ///< [n]
+  StageRows stage;                          ///< read only
 };
 
 // ---------------------------------------------------------------- 2. fused split-K decode
@@ -165,11 +167,7 @@ struct GatherParams {
   int num_kv_heads = 1, head_dim = 1;
   FormatDesc kf, vf;
   RingLayerView ring;
-  const uint8_t* stage_k = nullptr;         ///< [n][Hkv][D · k.bytes]
-  const uint8_t* stage_v = nullptr;
-  const float* stage_k_scales = nullptr;    ///< [n][Hkv][k.scales_per_row]
-  const float* stage_v_scales = nullptr;
-  const int64_t* stage_positions = nullptr; ///< [n]
+  StageRows stage;                          ///< read only
   float* k_out = nullptr;                   ///< [Hkv][C + n][D]
   float* v_out = nullptr;                   ///< [Hkv][C + n][D]
   int64_t* key_positions = nullptr;         ///< [C + n]
