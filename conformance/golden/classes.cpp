@@ -1,0 +1,145 @@
+// ringkv golden: the boundary classes a case actually exercises, derived from its config, schedule and data.
+#include "golden/golden.hpp"
+#include "golden/detail.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/sha256.hpp"
+#include "ringkv/error.hpp"
+#include "ringkv/quant.hpp"
+#include "ringkv/ring.hpp"
+#include "support/config_json.hpp"
+#include "support/oracle.hpp"
+
+namespace ringkv::golden {
+
+using conformance::Case;
+using conformance::DataMode;
+using conformance::DimStats;
+using conformance::ResetPlan;
+using conformance::ScoreStats;
+using conformance::StepPlan;
+using nlohmann::json;
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------
+// Classes that follow from a case's config and schedule (a tag must not claim what a case lacks).
+
+std::vector<std::string> derive_classes(const Case& c) {
+  const Config& cfg = c.config;
+  std::set<std::string> out;
+  const int L = static_cast<int>(cfg.layers.size());
+  if (cfg.num_kv_heads == cfg.num_q_heads) out.insert("mha");
+  else if (cfg.num_kv_heads == 1) out.insert("mqa");
+  else out.insert("gqa");
+  if (cfg.head_dim == 64) out.insert("head_dim-64");
+  if (cfg.head_dim == 128) out.insert("head_dim-128");
+  if (L > 1) out.insert("multi-layer");
+  if (cfg.softcap) out.insert("softcap");
+  if (cfg.softmax_scale) out.insert("softmax-scale");
+  if (!cfg.sink_logits.empty()) out.insert("sink-logits");
+  if (!(cfg.k_format == cfg.v_format)) out.insert("k-v-dtypes-differ");
+  for (const KvFormat* f : {&cfg.k_format, &cfg.v_format}) {
+    switch (f->dtype) {
+      case DType::f32: break;
+      case DType::f16: out.insert("kv-f16"); break;
+      case DType::bf16: out.insert("kv-bf16"); break;
+      case DType::fp8_e4m3: out.insert("kv-fp8-e4m3"); break;
+      case DType::fp8_e5m2: out.insert("kv-fp8-e5m2"); break;
+      case DType::int8:
+        out.insert(f->int8_scheme == Int8Scheme::per_head ? "int8-per_head"
+                   : f->int8_scheme == Int8Scheme::q8_0   ? "int8-q8_0"
+                                                          : "int8-static");
+        if (f->rounding == Rounding::half_away) out.insert("int8-half_away");
+        break;
+    }
+  }
+  std::set<int64_t> windows;
+  std::set<std::string> ropes;
+  for (const LayerConfig& l : cfg.layers) {
+    windows.insert(l.window);
+    if (l.sinks > 0) out.insert("sinks");
+    if (l.window == 1) out.insert("W=1");
+    if (l.window >= cfg.max_tokens) out.insert("W>=length");
+    const RopeConfig& r = l.rope;
+    ropes.insert(std::string(to_string(r.style)) + ":" + fmt(r.theta) + ":" + std::to_string(rotary_dim(r, cfg.head_dim)) +
+                 ":" + to_string(r.scaling) + ":" + fmt(r.factor));
+    out.insert(std::string("rope-") + to_string(r.style));
+    if (r.style != RopeStyle::none) {
+      if (r.scaling != RopeScaling::none) out.insert(std::string("rope-") + to_string(r.scaling));
+      if (rotary_dim(r, cfg.head_dim) < cfg.head_dim) out.insert("partial-rotary");
+    }
+  }
+  if (windows.size() > 1) out.insert("mixed-windows");
+  if (ropes.size() > 1) out.insert("per-layer-rope");
+
+  // The schedule: token indices, chunks, progress, positions.
+  const int B = cfg.batch;
+  std::vector<int64_t> seen(static_cast<size_t>(B), 0), p0(static_cast<size_t>(B));
+  for (int s = 0; s < B; ++s) p0[static_cast<size_t>(s)] = start_position(cfg, s);
+  for (const StepPlan& st : c.steps) {
+    if (!st.resets.empty()) out.insert("reset-reuse");
+    for (const ResetPlan& r : st.resets) {
+      seen[static_cast<size_t>(r.sequence)] = 0;
+      p0[static_cast<size_t>(r.sequence)] = r.start_position;
+    }
+    if (B > 1) {
+      int active = 0;
+      for (int64_t n : st.tokens) active += n > 0 ? 1 : 0;
+      if (active < B) out.insert("sit-out");
+      if (std::set<int64_t>(seen.begin(), seen.end()).size() > 1) out.insert("batch-mixed");
+    }
+    for (int s = 0; s < B; ++s) {
+      const int64_t n = st.tokens[static_cast<size_t>(s)], a = seen[static_cast<size_t>(s)];
+      if (n == 0) continue;
+      const int64_t last = p0[static_cast<size_t>(s)] + a + n - 1;
+      if (last >= k2p30) out.insert("pos-2^31");
+      if (last >= k2p24) out.insert("pos-2^24");
+      else if (last >= k2p20) out.insert("pos-2^20");
+      for (const LayerConfig& l : cfg.layers) {
+        const int64_t W = l.window, S = l.sinks;
+        if (W < 2) continue;
+        if (n > W) out.insert("chunk>W");
+        const bool full_ring = ring_capacity(l, cfg.max_tokens) == S + W;
+        for (int64_t i = a; i < a + n; ++i) {
+          if (i < W - 1) out.insert("t<W");
+          if (i == W - 1) out.insert("t=W-1");
+          if (i == W) out.insert("t=W");
+          if (i == W + 1) out.insert("t=W+1");
+          if (i >= 2 * W && i % W == 0) out.insert("t=kW");
+          if (full_ring && i > a && i >= S + W && (i - S) % W == 0) out.insert("chunk-crosses-wrap");
+        }
+      }
+      seen[static_cast<size_t>(s)] += n;
+    }
+  }
+  // Needles: some planted boundary target t (with t - W not a sink) is reached by the schedule.
+  if (c.data == DataMode::needle) {
+    const int64_t most = needed_max_tokens(c);
+    for (int l = 0; l < L; ++l) {
+      const int64_t W = conformance::needle_window(c, l), S = conformance::needle_sinks(c, l);
+      for (int64_t t : conformance::needle_targets(c, l)) {
+        if (t < most && t - W >= S && W >= 2) {
+          out.insert("needle-W+1");
+          out.insert("needle-W-1");
+        }
+      }
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+}  // namespace ringkv::golden

@@ -1,0 +1,442 @@
+// ringkv golden: judging an engine against a case: capabilities, outputs within the bound, the stored cache.
+#include "golden/golden.hpp"
+#include "golden/detail.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/sha256.hpp"
+#include "ringkv/error.hpp"
+#include "ringkv/quant.hpp"
+#include "ringkv/ring.hpp"
+#include "support/config_json.hpp"
+#include "support/oracle.hpp"
+
+namespace ringkv::golden {
+
+using conformance::Case;
+using conformance::DataMode;
+using conformance::DimStats;
+using conformance::ResetPlan;
+using conformance::ScoreStats;
+using conformance::StepPlan;
+using nlohmann::json;
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------
+// Checking an engine.
+
+std::string capability_gap(const Capabilities& caps, const Config& cfg) {
+  std::vector<std::string> gaps;
+  if (!contains(caps.k_dtypes, cfg.k_format.dtype)) gaps.push_back(std::string("K dtype ") + to_string(cfg.k_format.dtype));
+  if (!contains(caps.v_dtypes, cfg.v_format.dtype)) gaps.push_back(std::string("V dtype ") + to_string(cfg.v_format.dtype));
+  for (const KvFormat* f : {&cfg.k_format, &cfg.v_format}) {
+    if (f->dtype == DType::int8 && !contains(caps.int8_schemes, f->int8_scheme)) {
+      const std::string g = std::string("int8 scheme ") + to_string(f->int8_scheme);
+      if (!contains(gaps, g)) gaps.push_back(g);
+    }
+  }
+  for (size_t l = 0; l < cfg.layers.size(); ++l) {
+    const RopeConfig& r = cfg.layers[l].rope;
+    if (!contains(caps.rope_styles, r.style)) {
+      const std::string g = std::string("rope style ") + to_string(r.style);
+      if (!contains(gaps, g)) gaps.push_back(g);
+    }
+    if (r.style != RopeStyle::none && !contains(caps.rope_scalings, r.scaling)) {
+      const std::string g = std::string("rope scaling ") + to_string(r.scaling);
+      if (!contains(gaps, g)) gaps.push_back(g);
+    }
+  }
+  if (!caps.head_dims.empty() && !contains(caps.head_dims, cfg.head_dim)) {
+    std::string list;
+    for (int h : caps.head_dims) list += (list.empty() ? "" : ", ") + std::to_string(h);
+    gaps.push_back("head_dim " + std::to_string(cfg.head_dim) + " (supports " + list + ")");
+  }
+  int64_t max_w = 0;
+  bool sinks = false;
+  for (const LayerConfig& l : cfg.layers) {
+    max_w = std::max(max_w, l.window);
+    sinks = sinks || l.sinks > 0;
+  }
+  if (sinks && !caps.sinks) gaps.push_back("sink tokens");
+  if (!cfg.sink_logits.empty() && !caps.sink_logits) gaps.push_back("sink logits");
+  if (cfg.softcap && !caps.softcap) gaps.push_back("softcap");
+  if (cfg.layers.size() > 1 && !caps.multi_layer) gaps.push_back("several layers");
+  if (max_w > caps.max_window) gaps.push_back("window " + std::to_string(max_w) + " > max_window " + std::to_string(caps.max_window));
+  if (cfg.max_tokens > caps.max_tokens) {
+    gaps.push_back("max_tokens " + std::to_string(cfg.max_tokens) + " > " + std::to_string(caps.max_tokens));
+  }
+  std::string s;
+  for (const std::string& g : gaps) s += (s.empty() ? "unsupported: " : ", ") + g;
+  return s;
+}
+
+namespace {
+
+// Compares outputs one element at a time and keeps the first failure.
+class OutputChecker {
+ public:
+  OutputChecker(const GoldenCase& g, const PrecisionProfile& profile, GoldenOutcome* outcome) : g_(g), r_(*outcome) {
+    for (int l = 0; l < g.layers(); ++l) ctx_.push_back(conformance::make_bound_context(g.c.config, l, profile));
+  }
+
+  void check(int64_t row, int l, int h, int d, float got) {
+    const size_t i = g_.q_offset(l, row, h) + static_cast<size_t>(d);
+    const double e = g_.expected_f64[i];
+    const double bound = conformance::output_bound(ctx_[static_cast<size_t>(l)], g_.score(l, row, h), g_.dim(l, row, h, d));
+    const double err = std::fabs(double(got) - e);
+    ++r_.outputs_checked;
+    const double ratio = std::isnan(err) ? INFINITY : bound > 0 ? err / bound : (err == 0 ? 0.0 : INFINITY);
+    r_.worst_ratio = std::max(r_.worst_ratio, ratio);
+    if (err <= bound) return;
+    ++r_.outputs_failed;
+    if (!r_.failure.empty()) return;
+    const GoldenRow& gr = g_.rows[static_cast<size_t>(row)];
+    GoldenMismatch m;
+    m.what = "output";
+    m.step = gr.step;
+    m.sequence = gr.sequence;
+    m.token = gr.index;
+    m.position = gr.position;
+    m.layer = l;
+    m.head = h;
+    m.dim = d;
+    m.expected = e;
+    m.got = got;
+    m.bound = bound;
+    std::ostringstream os;
+    os.precision(9);
+    os << "step " << gr.step << ", sequence " << gr.sequence << ", token " << gr.index << " (position " << gr.position
+       << "), layer " << l << ", q head " << h << ", dim " << d << ": expected " << e << ", got " << got << ", |diff| "
+       << err << " > bound " << bound;
+    r_.failure = os.str();
+    r_.first = m;
+  }
+
+ private:
+  const GoldenCase& g_;
+  GoldenOutcome& r_;
+  std::vector<conformance::BoundContext> ctx_;
+};
+
+bool same_bits(float a, float b) {
+  uint32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return x == y;
+}
+
+// Relative precision (one ulp / |x|, at most) and the smallest step of a float storage format.
+void format_quantum(const KvFormat& f, double* rel, double* floor_abs) {
+  const double s = f.scale;
+  switch (f.dtype) {
+    case DType::f32: *rel = 0x1p-23; *floor_abs = 0x1p-149; return;
+    case DType::f16: *rel = 0x1p-10; *floor_abs = 0x1p-24; return;
+    case DType::bf16: *rel = 0x1p-7; *floor_abs = 0x1p-133; return;
+    case DType::fp8_e4m3: *rel = 0x1p-3; *floor_abs = 0x1p-9 * s; return;
+    case DType::fp8_e5m2: *rel = 0x1p-2; *floor_abs = 0x1p-16 * s; return;
+    case DType::int8: *rel = 0; *floor_abs = 0; return;
+  }
+}
+
+// The code step (stored scale) of element e of a row.
+double int8_step(const KvFormat& f, int D, const float* row_scales, int e) {
+  if (f.int8_scheme == Int8Scheme::static_tensor) return f.scale;
+  return row_scales[e / int8_group_size(f.int8_scheme, D)];
+}
+
+// Compares one snapshot with what the file says the ring holds.
+std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, const std::vector<int64_t>& hist_rows,
+                           const CacheSnapshot& snap, const GoldenCheckOptions& opt, GoldenOutcome* r) {
+  const Config& cfg = g.c.config;
+  const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
+  const RingGeometry geo{L.sinks, L.window, ring_capacity(L, cfg.max_tokens)};
+  const int D = cfg.head_dim, H = cfg.num_kv_heads;
+  const std::string where = "after step " + std::to_string(step) + ", layer " + std::to_string(layer) + ", sequence " +
+                            std::to_string(seq) + ": ";
+  GoldenMismatch m;
+  m.step = step;
+  m.layer = layer;
+  m.sequence = seq;
+  const auto fail = [&](const std::string& what, const std::string& text) {
+    m.what = what;
+    r->first = m;
+    return where + text;
+  };
+  if (snap.capacity != geo.capacity) {
+    m.expected = static_cast<double>(geo.capacity);
+    m.got = static_cast<double>(snap.capacity);
+    return fail("ring capacity", "ring capacity " + std::to_string(snap.capacity) + ", spec says min(S + W, max_tokens) = " +
+                                     std::to_string(geo.capacity));
+  }
+  const size_t cap = static_cast<size_t>(geo.capacity), row_elems = static_cast<size_t>(H) * static_cast<size_t>(D);
+  if (snap.positions.size() != cap || snap.k.size() != cap * row_elems || snap.v.size() != cap * row_elems) {
+    return fail("snapshot shape", "snapshot has " + std::to_string(snap.positions.size()) + " positions, " +
+                                      std::to_string(snap.k.size()) + " K and " + std::to_string(snap.v.size()) +
+                                      " V values; expected " + std::to_string(cap) + ", " + std::to_string(cap * row_elems) +
+                                      " and " + std::to_string(cap * row_elems));
+  }
+  std::vector<int64_t> expect(cap, -1);  // slot -> index into hist_rows
+  for (size_t j = 0; j < hist_rows.size(); ++j) expect[static_cast<size_t>(geo.slot_of(static_cast<int64_t>(j)))] = static_cast<int64_t>(j);
+  const bool roped = L.rope.style != RopeStyle::none && !opt.exact_rotated_k;
+  for (size_t slot = 0; slot < cap; ++slot) {
+    const int64_t j = expect[slot];
+    const int64_t row = j < 0 ? -1 : hist_rows[static_cast<size_t>(j)];
+    const int64_t want = j < 0 ? RingKvCache::kEmpty : g.rows[static_cast<size_t>(row)].position;
+    m.slot = static_cast<int64_t>(slot);
+    if (snap.positions[slot] != want) {
+      m.token = j;
+      m.position = want;
+      m.expected = static_cast<double>(want);
+      m.got = static_cast<double>(snap.positions[slot]);
+      return fail("ring position", "slot " + std::to_string(slot) + " holds position " + std::to_string(snap.positions[slot]) +
+                                       ", spec says " + (j < 0 ? std::string("empty") : std::to_string(want) + " (token " + std::to_string(j) + ")"));
+    }
+    if (j < 0) continue;
+    m.token = j;
+    m.position = want;
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool is_k = pass == 0;
+      const GoldenStored& gs = is_k ? g.k_stored : g.v_stored;
+      const KvFormat& f = is_k ? cfg.k_format : cfg.v_format;
+      const std::vector<float>& got = is_k ? snap.k : snap.v;
+      const std::vector<int8_t>& codes = is_k ? snap.k_codes : snap.v_codes;
+      const std::vector<float>& scales = is_k ? snap.k_scales : snap.v_scales;
+      const int spr = scales_per_row(f, D);
+      const bool relaxed = is_k && roped;
+      const char* KV = is_k ? "K" : "V";
+      const bool int8 = f.dtype == DType::int8;
+      double rel = 0, floor_abs = 0;
+      format_quantum(f, &rel, &floor_abs);
+      for (int h = 0; h < H; ++h) {
+        const size_t src = g.kv_offset(layer, row, h);
+        const size_t dst = slot * row_elems + static_cast<size_t>(h) * static_cast<size_t>(D);
+        const float* want_scales = int8 && spr > 0
+                                       ? gs.scales.data() + ((static_cast<size_t>(layer) * g.rows.size() + static_cast<size_t>(row)) *
+                                                                 static_cast<size_t>(H) + static_cast<size_t>(h)) * static_cast<size_t>(spr)
+                                       : nullptr;
+        m.head = h;
+        if (int8 && spr > 0 && scales.size() == cap * static_cast<size_t>(H) * static_cast<size_t>(spr)) {
+          for (int e = 0; e < spr; ++e) {
+            const float gsc = scales[(slot * static_cast<size_t>(H) + static_cast<size_t>(h)) * static_cast<size_t>(spr) + static_cast<size_t>(e)];
+            const float wsc = want_scales[e];
+            ++r->stored_checked;
+            const bool ok = relaxed ? std::fabs(double(gsc) - double(wsc)) <=
+                                          (f.int8_scheme == Int8Scheme::q8_0 ? 0x1p-9 : 0x1p-20) * std::fabs(double(wsc))
+                                    : same_bits(gsc, wsc);
+            if (!ok) {
+              m.dim = e;
+              m.expected = wsc;
+              m.got = gsc;
+              return fail(std::string(KV) + " scale", "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " + KV +
+                                                          " scale[head " + std::to_string(h) + "][group " + std::to_string(e) +
+                                                          "] is " + fmt(gsc) + ", spec says " + fmt(wsc) + " (" + to_string(f) + ")");
+            }
+          }
+        }
+        for (int e = 0; e < D; ++e) {
+          const float gv = got[dst + static_cast<size_t>(e)], wv = gs.value[src + static_cast<size_t>(e)];
+          const bool tie = int8 && gs.tie[src + static_cast<size_t>(e)] != 0;
+          const double step_e = int8 ? int8_step(f, D, want_scales, e) : 0.0;
+          const double diff = std::fabs(double(gv) - double(wv));
+          if (int8 && codes.size() == cap * row_elems) {  // codes first: they are what INT8 stores
+            const int gc = codes[dst + static_cast<size_t>(e)], wc = gs.codes[src + static_cast<size_t>(e)];
+            const int dc = gc - wc;
+            ++r->stored_checked;
+            if (!(dc == 0 || ((tie || relaxed) && (dc == 1 || dc == -1)))) {
+              m.dim = e;
+              m.expected = wc;
+              m.got = gc;
+              return fail(std::string(KV) + " code",
+                          "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " + KV + " code[head " +
+                              std::to_string(h) + "][dim " + std::to_string(e) + "] is " + std::to_string(gc) +
+                              ", spec says " + std::to_string(wc) + (tie ? " (tie window: +-1 allowed)" : "") + " (" +
+                              to_string(f) + ")");
+            }
+          }
+          bool ok;
+          double allowed = 0;
+          if (relaxed) {
+            allowed = int8 ? 1.001 * step_e + 0x1p-20 * std::fabs(double(wv))
+                           : 1.001 * (rel * std::fabs(double(wv)) + floor_abs) + 0x1p-20 * std::fabs(double(wv));
+            ok = diff <= allowed;
+          } else {
+            allowed = tie ? 1.0001 * step_e : 0.0;
+            // INT8 zero codes decode to a zero whose sign carries nothing (spec §10.4).
+            ok = same_bits(gv, wv) || (int8 && gv == 0.0f && wv == 0.0f) || (tie && diff <= allowed);
+          }
+          const std::string what = std::string("stored ") + KV;
+          ++r->stored_checked;
+          if (!ok) {
+            m.dim = e;
+            m.expected = wv;
+            m.got = gv;
+            m.bound = allowed;
+            return fail(what, "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " + KV + "[head " +
+                                  std::to_string(h) + "][dim " + std::to_string(e) + "] stores " + fmt(gv) + ", spec says " +
+                                  fmt(wv) + " (" + to_string(f) + (relaxed ? ", rotated K: within " + fmt(allowed) : std::string()) +
+                                  ")");
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, const GoldenCheckOptions& opt) {
+  GoldenOutcome r;
+  const Config& cfg = g.c.config;
+  r.skip_reason = capability_gap(factory.capabilities, cfg);
+  if (!r.skip_reason.empty()) {
+    r.skipped = true;
+    return r;
+  }
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = factory.create(cfg);
+    if (!engine) throw Error("the factory returned no engine");
+  } catch (const std::exception& e) {
+    r.failure = std::string("engine creation threw: ") + e.what();
+    return r;
+  }
+  OutputChecker checker(g, engine->info().precision, &r);
+  const int B = cfg.batch, L = g.layers();
+  const int64_t Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
+  bool snapshots = opt.snapshot && factory.capabilities.snapshot;
+  std::vector<std::vector<int64_t>> since_reset(static_cast<size_t>(B));  // rows of each sequence since its reset
+  size_t next_chunk = 0;
+  struct Buffers {
+    std::vector<float> q, k, v, out;
+  };
+  std::vector<Buffers> buf;
+  for (size_t st = 0; st < g.c.steps.size(); ++st) {
+    std::vector<SequenceReset> resets;
+    for (const ResetPlan& p : g.c.steps[st].resets) {
+      resets.push_back({p.sequence, p.start_position});
+      since_reset[static_cast<size_t>(p.sequence)].clear();
+    }
+    const size_t chunk_begin = next_chunk;
+    while (next_chunk < g.chunks.size() && g.chunks[next_chunk].step == static_cast<int>(st)) ++next_chunk;
+    buf.assign(next_chunk - chunk_begin, Buffers{});
+    std::vector<SequenceStep> appends;
+    for (size_t ci = chunk_begin; ci < next_chunk; ++ci) {
+      const GoldenChunk& ch = g.chunks[ci];
+      Buffers& b = buf[ci - chunk_begin];
+      const int64_t n = ch.n_tokens;
+      b.q.resize(count({L, n, Hq, D}));
+      b.k.resize(count({L, n, Hkv, D}));
+      b.v.resize(b.k.size());
+      b.out.assign(b.q.size(), std::numeric_limits<float>::quiet_NaN());
+      for (int l = 0; l < L; ++l) {  // rows of a chunk are contiguous: one copy per layer
+        std::copy_n(g.q.begin() + static_cast<std::ptrdiff_t>(g.q_offset(l, ch.row_begin, 0)), n * Hq * D,
+                    b.q.begin() + static_cast<std::ptrdiff_t>(count({l, n, Hq, D})));
+        std::copy_n(g.k.begin() + static_cast<std::ptrdiff_t>(g.kv_offset(l, ch.row_begin, 0)), n * Hkv * D,
+                    b.k.begin() + static_cast<std::ptrdiff_t>(count({l, n, Hkv, D})));
+        std::copy_n(g.v.begin() + static_cast<std::ptrdiff_t>(g.kv_offset(l, ch.row_begin, 0)), n * Hkv * D,
+                    b.v.begin() + static_cast<std::ptrdiff_t>(count({l, n, Hkv, D})));
+      }
+      appends.push_back({ch.sequence, n, b.q.data(), b.k.data(), b.v.data(), b.out.data()});
+    }
+    try {
+      engine->step(StepBatch{resets, appends});
+    } catch (const std::exception& e) {
+      if (r.failure.empty()) r.failure = "step " + std::to_string(st) + ": engine threw: " + e.what();
+      r.passed = false;
+      return r;
+    }
+    for (size_t ci = chunk_begin; ci < next_chunk; ++ci) {
+      const GoldenChunk& ch = g.chunks[ci];
+      const Buffers& b = buf[ci - chunk_begin];
+      for (int l = 0; l < L; ++l) {
+        for (int64_t t = 0; t < ch.n_tokens; ++t) {
+          for (int h = 0; h < Hq; ++h) {
+            const float* o = b.out.data() + count({l, ch.n_tokens, Hq, D}) + count({t, Hq, D}) + count({h, D});
+            for (int d = 0; d < D; ++d) checker.check(ch.row_begin + t, l, h, d, o[d]);
+          }
+        }
+      }
+      for (int64_t t = 0; t < ch.n_tokens; ++t) since_reset[static_cast<size_t>(ch.sequence)].push_back(ch.row_begin + t);
+    }
+    if (snapshots && r.failure.empty()) {
+      for (int l = 0; l < L && r.failure.empty() && snapshots; ++l) {
+        for (int s = 0; s < B && r.failure.empty(); ++s) {
+          const std::optional<CacheSnapshot> snap = engine->snapshot(l, s);
+          if (!snap) {  // the engine does not expose its cache after all: outputs only
+            snapshots = false;
+            break;
+          }
+          r.failure = check_snapshot(g, l, s, static_cast<int>(st), since_reset[static_cast<size_t>(s)], *snap, opt, &r);
+        }
+      }
+    }
+  }
+  r.passed = r.failure.empty();
+  return r;
+}
+
+GoldenOutcome compare_golden_outputs(const GoldenCase& g, const std::vector<float>& out, const PrecisionProfile& profile) {
+  GoldenOutcome r;
+  if (out.size() != g.expected.size()) {
+    r.failure = "outputs hold " + std::to_string(out.size()) + " values, the case has " + std::to_string(g.expected.size());
+    return r;
+  }
+  OutputChecker checker(g, profile, &r);
+  const Config& cfg = g.c.config;
+  for (int64_t row = 0; row < g.num_rows(); ++row) {  // schedule order: the first failure is the earliest
+    for (int l = 0; l < g.layers(); ++l) {
+      for (int h = 0; h < cfg.num_q_heads; ++h) {
+        const size_t base = g.q_offset(l, row, h);
+        for (int d = 0; d < cfg.head_dim; ++d) checker.check(row, l, h, d, out[base + static_cast<size_t>(d)]);
+      }
+    }
+  }
+  r.passed = r.failure.empty();
+  return r;
+}
+
+std::vector<double> golden_bounds(const GoldenCase& g, const PrecisionProfile& profile) {
+  std::vector<double> b(g.expected.size());
+  const Config& cfg = g.c.config;
+  for (int l = 0; l < g.layers(); ++l) {
+    const conformance::BoundContext ctx = conformance::make_bound_context(cfg, l, profile);
+    for (int64_t row = 0; row < g.num_rows(); ++row) {
+      for (int h = 0; h < cfg.num_q_heads; ++h) {
+        const ScoreStats s = g.score(l, row, h);
+        for (int d = 0; d < cfg.head_dim; ++d) {
+          b[g.q_offset(l, row, h) + static_cast<size_t>(d)] = conformance::output_bound(ctx, s, g.dim(l, row, h, d));
+        }
+      }
+    }
+  }
+  return b;
+}
+
+
+GoldenOutcome check_golden_outputs(const GoldenCase& g, const std::string& outputs_path, const PrecisionProfile& profile) {
+  GoldenOutputs o;
+  try {
+    o = read_golden_outputs(outputs_path, g);
+  } catch (const Error& e) {
+    GoldenOutcome r;
+    r.failure = e.what();
+    return r;
+  }
+  return compare_golden_outputs(g, o.out, profile);
+}
+
+}  // namespace ringkv::golden

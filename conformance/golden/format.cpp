@@ -1,0 +1,324 @@
+// ringkv golden: the safetensors form of golden cases and of outputs files (docs/golden-format.md).
+#include "golden/golden.hpp"
+#include "golden/detail.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/sha256.hpp"
+#include "ringkv/error.hpp"
+#include "ringkv/quant.hpp"
+#include "ringkv/ring.hpp"
+#include "support/config_json.hpp"
+#include "support/oracle.hpp"
+
+namespace ringkv::golden {
+
+using conformance::Case;
+using conformance::DataMode;
+using conformance::DimStats;
+using conformance::ResetPlan;
+using conformance::ScoreStats;
+using conformance::StepPlan;
+using nlohmann::json;
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------
+// Safetensors form.
+
+namespace {
+
+struct Names {
+  static constexpr const char* score[6] = {"score.n_keys", "score.max_abs_dot", "score.max_abs_score",
+                                           "score.max_tie_dot", "score.max_qk_norm", "score.max_angle"};
+  static constexpr const char* dim[5] = {"dim.spread", "dim.abs_mass", "dim.tie_mass", "dim.abs_out", "dim.max_abs_v"};
+};
+
+// The bound-input fields in the order of Names (G: GoldenCase or const GoldenCase).
+template <class G>
+auto score_field(G& g, int i) {
+  const std::array f{&g.n_keys, &g.max_abs_dot, &g.max_abs_score, &g.max_tie_dot, &g.max_qk_norm, &g.max_angle};
+  return f[static_cast<size_t>(i)];
+}
+template <class G>
+auto dim_field(G& g, int i) {
+  const std::array f{&g.spread, &g.abs_mass, &g.tie_mass, &g.abs_out, &g.max_abs_v};
+  return f[static_cast<size_t>(i)];
+}
+
+std::vector<int32_t> schedule_tensor(const Case& c) {
+  std::vector<int32_t> s;
+  for (const StepPlan& st : c.steps) {
+    for (int64_t n : st.tokens) s.push_back(static_cast<int32_t>(n));
+  }
+  return s;
+}
+
+std::vector<int64_t> resets_tensor(const Case& c) {
+  std::vector<int64_t> r;
+  for (size_t st = 0; st < c.steps.size(); ++st) {
+    for (const ResetPlan& p : c.steps[st].resets) {
+      r.insert(r.end(), {static_cast<int64_t>(st), p.sequence, p.start_position, p.stream});
+    }
+  }
+  return r;
+}
+
+std::vector<int64_t> rows_tensor(const std::vector<GoldenRow>& rows) {
+  std::vector<int64_t> r;
+  for (const GoldenRow& x : rows) r.insert(r.end(), {x.step, x.sequence, x.index, x.stream});
+  return r;
+}
+
+std::vector<int64_t> positions_tensor(const std::vector<GoldenRow>& rows) {
+  std::vector<int64_t> r;
+  for (const GoldenRow& x : rows) r.push_back(x.position);
+  return r;
+}
+
+std::vector<int64_t> chunks_tensor(const std::vector<GoldenChunk>& chunks) {
+  std::vector<int64_t> r;
+  for (const GoldenChunk& x : chunks) r.insert(r.end(), {x.step, x.sequence, x.row_begin, x.n_tokens});
+  return r;
+}
+
+size_t num_resets(const Case& c) {
+  size_t n = 0;
+  for (const StepPlan& st : c.steps) n += st.resets.size();
+  return n;
+}
+
+}  // namespace
+
+StFile golden_to_safetensors(const GoldenCase& g) {
+  const Case& c = g.c;
+  const Dims d = dims_of(c, g.num_rows());
+  StFile f;
+  f.source = g.name;
+  f.metadata["format"] = kGoldenFormat;
+  f.metadata["golden_format_version"] = kGoldenFormatVersion;
+  f.metadata["spec_version"] = kSpecVersion;
+  f.metadata["name"] = g.name;
+  f.metadata["id"] = c.id();
+  f.metadata["case"] = conformance::case_to_json(c).dump();
+  f.metadata["classes"] = json(g.classes).dump();
+  auto& t = f.tensors;
+  t["schedule"] = make_tensor({d.T, d.B}, schedule_tensor(c));
+  if (num_resets(c) > 0) t["resets"] = make_tensor({static_cast<int64_t>(num_resets(c)), 4}, resets_tensor(c));
+  t["rows"] = make_tensor({d.R, 4}, rows_tensor(g.rows));
+  t["positions"] = make_tensor({d.R}, positions_tensor(g.rows));
+  t["chunks"] = make_tensor({static_cast<int64_t>(g.chunks.size()), 4}, chunks_tensor(g.chunks));
+  t["q"] = make_tensor({d.L, d.R, d.Hq, d.D}, g.q);
+  t["k"] = make_tensor({d.L, d.R, d.Hkv, d.D}, g.k);
+  t["v"] = make_tensor({d.L, d.R, d.Hkv, d.D}, g.v);
+  t["expected"] = make_tensor({d.L, d.R, d.Hq, d.D}, g.expected);
+  t["expected_f64"] = make_tensor({d.L, d.R, d.Hq, d.D}, g.expected_f64);
+  for (int i = 0; i < 6; ++i) t[Names::score[i]] = make_tensor({d.L, d.R, d.Hq}, *score_field(g, i));
+  for (int i = 0; i < 5; ++i) t[Names::dim[i]] = make_tensor({d.L, d.R, d.Hq, d.D}, *dim_field(g, i));
+  for (int pass = 0; pass < 2; ++pass) {
+    const GoldenStored& s = pass == 0 ? g.k_stored : g.v_stored;
+    const std::string p = pass == 0 ? "k" : "v";
+    const int64_t spr = pass == 0 ? d.k_spr : d.v_spr;
+    t[p + "_stored"] = make_tensor({d.L, d.R, d.Hkv, d.D}, s.value);
+    if (s.codes.empty()) continue;
+    t[p + "_codes"] = make_tensor({d.L, d.R, d.Hkv, d.D}, s.codes);
+    t[p + "_tie"] = make_tensor({d.L, d.R, d.Hkv, d.D}, s.tie);
+    if (spr > 0) t[p + "_scales"] = make_tensor({d.L, d.R, d.Hkv, spr}, s.scales);
+  }
+  return f;
+}
+
+std::vector<uint8_t> serialize_golden(const GoldenCase& g) { return serialize_safetensors(golden_to_safetensors(g)); }
+
+void write_golden(const std::string& path, const GoldenCase& g) { write_file_bytes(path, serialize_golden(g)); }
+
+namespace {
+
+// Range checks of the schedule that case_from_json relies on (it indexes by the reset's sequence).
+void precheck_schedule(const json& j) {
+  if (!j.is_object() || !j.contains("config") || !j["config"].is_object() || !j["config"].contains("batch") ||
+      !j["config"]["batch"].is_number_integer() || !j.contains("steps") || !j["steps"].is_array()) {
+    return;  // case_from_json names what is missing
+  }
+  const int64_t B = j["config"]["batch"].get<int64_t>();
+  for (size_t i = 0; i < j["steps"].size(); ++i) {
+    const json& st = j["steps"][i];
+    const std::string p = "case.steps[" + std::to_string(i) + "]";
+    if (!st.is_object()) throw Error(p + ": must be an object");
+    if (st.contains("resets") && st["resets"].is_array()) {
+      for (const json& r : st["resets"]) {
+        if (!r.is_object() || !r.contains("sequence") || !r["sequence"].is_number_integer() ||
+            r["sequence"].get<int64_t>() < 0 || r["sequence"].get<int64_t>() >= B) {
+          throw Error(p + ".resets: every reset needs a sequence in [0, batch = " + std::to_string(B) + ")");
+        }
+        if (!r.contains("stream") || !r["stream"].is_number_integer() || r["stream"].get<int64_t>() < 0 ||
+            r["stream"].get<int64_t>() > (int64_t{1} << 30)) {
+          throw Error(p + ".resets: every reset needs a stream in [0, 2^30]");
+        }
+      }
+    }
+    if (st.contains("tokens") && st["tokens"].is_array()) {
+      for (const json& n : st["tokens"]) {
+        if (n.is_number_integer() && n.get<int64_t>() < 0) throw Error(p + ".tokens: counts must be >= 0");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GoldenCase golden_from_safetensors(const StFile& f) {
+  const std::string& src = f.source;
+  const auto bad = [&](const std::string& why) -> Error { return Error(src + ": " + why); };
+  if (f.meta("format") != kGoldenFormat) {
+    throw bad("__metadata__ format = \"" + f.meta("format") + "\": not a ringkv golden case (expected \"" + kGoldenFormat + "\")");
+  }
+  if (f.meta("golden_format_version") != kGoldenFormatVersion) {
+    throw bad("golden_format_version " + f.meta("golden_format_version") + ": this ringkv reads version " + kGoldenFormatVersion);
+  }
+  if (f.meta("spec_version") != kSpecVersion) {
+    throw bad("spec_version " + f.meta("spec_version") + ": this ringkv implements spec " + kSpecVersion);
+  }
+  GoldenCase g;
+  g.name = f.meta("name");
+  try {
+    const json cj = json::parse(f.meta("case"));
+    precheck_schedule(cj);
+    g.c = conformance::case_from_json(cj);
+  } catch (const std::exception& e) {
+    throw bad(std::string("__metadata__ 'case' is not a valid case: ") + e.what());
+  }
+  {  // the rows tensor bounds the schedule (so a corrupt schedule cannot ask for huge tables)
+    int64_t total = 0;
+    for (const StepPlan& st : g.c.steps) {
+      for (int64_t n : st.tokens) total += n;
+    }
+    const StTensor& rt = f.get("rows");
+    if (rt.shape.size() != 2 || rt.shape[0] != total) {
+      throw bad("tensor 'rows' has shape " + shape_string(rt.shape) + ", but the schedule appends " + std::to_string(total) +
+                " tokens (expected [" + std::to_string(total) + ", 4])");
+    }
+  }
+  try {
+    const json cl = json::parse(f.meta("classes"));
+    if (!cl.is_array()) throw Error("not an array");
+    for (const json& x : cl) {
+      if (!x.is_string()) throw Error("an entry is not a string");
+      g.classes.push_back(x.get<std::string>());
+    }
+  } catch (const std::exception& e) {
+    throw bad(std::string("__metadata__ 'classes' must be a JSON array of strings: ") + e.what());
+  }
+  if (f.meta("id") != g.c.id()) {
+    throw bad("__metadata__ id \"" + f.meta("id") + "\" does not match the case it describes (\"" + g.c.id() + "\")");
+  }
+  layout_rows(g.c, &g.rows, &g.chunks);
+  const Dims d = dims_of(g.c, g.num_rows());
+  const Case& c = g.c;
+  std::set<std::string> expected_names;
+  const auto take = [&]<typename T>(const std::string& name, std::vector<int64_t> shape, std::vector<T>* out) {
+    expected_names.insert(name);
+    *out = f.values<T>(name, shape);
+  };
+  const auto same = [&]<typename T>(const std::string& name, std::vector<int64_t> shape, const std::vector<T>& want,
+                                    const char* what) {
+    std::vector<T> got;
+    take(name, std::move(shape), &got);
+    if (got != want) throw bad("tensor '" + name + "' does not match the " + std::string(what) + " in __metadata__ 'case'");
+  };
+  same("schedule", {d.T, d.B}, schedule_tensor(c), "schedule");
+  if (num_resets(c) > 0) same("resets", {static_cast<int64_t>(num_resets(c)), 4}, resets_tensor(c), "resets");
+  same("rows", {d.R, 4}, rows_tensor(g.rows), "schedule");
+  same("positions", {d.R}, positions_tensor(g.rows), "start positions and schedule");
+  same("chunks", {static_cast<int64_t>(g.chunks.size()), 4}, chunks_tensor(g.chunks), "schedule");
+  take("q", {d.L, d.R, d.Hq, d.D}, &g.q);
+  take("k", {d.L, d.R, d.Hkv, d.D}, &g.k);
+  take("v", {d.L, d.R, d.Hkv, d.D}, &g.v);
+  take("expected", {d.L, d.R, d.Hq, d.D}, &g.expected);
+  take("expected_f64", {d.L, d.R, d.Hq, d.D}, &g.expected_f64);
+  for (int i = 0; i < 6; ++i) take(Names::score[i], {d.L, d.R, d.Hq}, score_field(g, i));
+  for (int i = 0; i < 5; ++i) take(Names::dim[i], {d.L, d.R, d.Hq, d.D}, dim_field(g, i));
+  for (int pass = 0; pass < 2; ++pass) {
+    GoldenStored& s = pass == 0 ? g.k_stored : g.v_stored;
+    const KvFormat& fm = pass == 0 ? c.config.k_format : c.config.v_format;
+    const std::string p = pass == 0 ? "k" : "v";
+    const int64_t spr = pass == 0 ? d.k_spr : d.v_spr;
+    take(p + "_stored", {d.L, d.R, d.Hkv, d.D}, &s.value);
+    if (fm.dtype != DType::int8) continue;
+    take(p + "_codes", {d.L, d.R, d.Hkv, d.D}, &s.codes);
+    take(p + "_tie", {d.L, d.R, d.Hkv, d.D}, &s.tie);
+    for (uint8_t x : s.tie) {
+      if (x > 1) throw bad("tensor '" + p + "_tie' holds " + std::to_string(x) + ": a tie mask holds 0 or 1");
+    }
+    if (spr > 0) take(p + "_scales", {d.L, d.R, d.Hkv, spr}, &s.scales);
+  }
+  for (const auto& [name, t] : f.tensors) {
+    (void)t;
+    if (!expected_names.count(name)) throw bad("unexpected tensor '" + name + "' (not part of golden format " + kGoldenFormatVersion + ")");
+  }
+  for (double n : g.n_keys) {
+    if (!(n >= 1)) throw bad("tensor 'score.n_keys' holds " + fmt(n) + ": every query sees at least its own key");
+  }
+  return g;
+}
+
+GoldenCase read_golden(const std::string& path) { return golden_from_safetensors(read_safetensors(path)); }
+
+
+GoldenOutputs read_golden_outputs(const std::string& path, const GoldenCase& g) {
+  const StFile f = read_safetensors(path);
+  const Dims d = dims_of(g.c, g.num_rows());
+  GoldenOutputs o;
+  const auto meta = [&](const char* key) -> const std::string* {
+    const auto it = f.metadata.find(key);
+    return it == f.metadata.end() ? nullptr : &it->second;
+  };
+  if (const std::string* fm = meta("format"); fm && *fm != kOutputsFormat) {
+    throw Error(path + ": __metadata__ format = \"" + *fm + "\": expected \"" + kOutputsFormat + "\"");
+  }
+  if (const std::string* id = meta("id"); id && *id != g.id()) {
+    throw Error(path + ": outputs are for case \"" + *id + "\", not for " + g.name + " (\"" + g.id() + "\")");
+  }
+  o.out = f.values<float>("out", {d.L, d.R, d.Hq, d.D});
+  for (const auto& [name, t] : f.tensors) {
+    (void)t;
+    if (name != "out") throw Error(path + ": unexpected tensor '" + name + "' (an outputs file holds only 'out')");
+  }
+  if (const std::string* e = meta("engine")) o.engine = *e;
+  if (const std::string* p = meta("profile")) {
+    try {
+      o.profile = conformance::profile_from_json(json::parse(*p));
+    } catch (const std::exception& e) {
+      throw Error(path + ": __metadata__ 'profile' is not a valid precision profile: " + e.what());
+    }
+  }
+  return o;
+}
+
+void write_golden_outputs(const std::string& path, const GoldenCase& g, const std::vector<float>& out,
+                          const std::string& engine, const std::optional<PrecisionProfile>& profile) {
+  const Dims d = dims_of(g.c, g.num_rows());
+  StFile f;
+  f.source = path;
+  f.metadata["format"] = kOutputsFormat;
+  f.metadata["id"] = g.id();
+  f.metadata["name"] = g.name;
+  if (!engine.empty()) f.metadata["engine"] = engine;
+  if (profile) f.metadata["profile"] = conformance::profile_to_json(*profile).dump();
+  f.tensors["out"] = make_tensor({d.L, d.R, d.Hq, d.D}, out);
+  write_safetensors(path, f);
+}
+
+}  // namespace ringkv::golden

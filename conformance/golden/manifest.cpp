@@ -1,0 +1,212 @@
+// ringkv golden: the committed set: generation, manifest, verification.
+#include "golden/golden.hpp"
+#include "golden/detail.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/sha256.hpp"
+#include "ringkv/error.hpp"
+#include "ringkv/quant.hpp"
+#include "ringkv/ring.hpp"
+#include "support/config_json.hpp"
+#include "support/oracle.hpp"
+
+namespace ringkv::golden {
+
+using conformance::Case;
+using conformance::DataMode;
+using conformance::DimStats;
+using conformance::ResetPlan;
+using conformance::ScoreStats;
+using conformance::StepPlan;
+using nlohmann::json;
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------
+// The committed set: generation, manifest, verification.
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string case_file(const std::string& name) { return "cases/" + name + ".safetensors"; }
+
+std::string manifest_text(const std::vector<ManifestEntry>& entries) {
+  json cases = json::array();
+  int64_t total = 0;
+  for (const ManifestEntry& e : entries) {
+    cases.push_back(json{{"name", e.name}, {"id", e.id}, {"classes", e.classes}, {"file", e.file},
+                         {"sha256", e.sha256}, {"bytes", e.bytes}});
+    total += e.bytes;
+  }
+  const json m{{"format", "ringkv-golden-manifest"},
+               {"golden_format_version", kGoldenFormatVersion},
+               {"spec_version", kSpecVersion},
+               {"total_bytes", total},
+               {"cases", cases}};
+  return m.dump(2) + "\n";
+}
+
+std::vector<ManifestEntry> entries_for(const std::vector<GoldenSpec>& specs, std::vector<std::vector<uint8_t>>* bytes) {
+  std::vector<ManifestEntry> entries;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::vector<uint8_t>& b = (*bytes)[i];
+    entries.push_back(ManifestEntry{specs[i].name, specs[i].c.id(), case_file(specs[i].name), sha256_hex(b),
+                                    specs[i].classes, static_cast<int64_t>(b.size())});
+  }
+  std::sort(entries.begin(), entries.end(), [](const ManifestEntry& a, const ManifestEntry& b) { return a.name < b.name; });
+  return entries;
+}
+
+void check_unique_names(const std::vector<GoldenSpec>& specs) {
+  std::set<std::string> names;
+  for (const GoldenSpec& s : specs) {
+    if (!names.insert(s.name).second) throw Error("golden_set(): the name " + s.name + " is used twice");
+    for (char ch : s.name) {
+      if (!(std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_' ||
+            ch == '-' || ch == '.')) {
+        throw Error("golden_set(): the name " + s.name + " has a character outside [a-z0-9_.-]");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void generate_golden_set(const std::string& dir, void (*progress)(const std::string&, size_t)) {
+  const std::vector<GoldenSpec> specs = golden_set();
+  check_unique_names(specs);
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "cases", ec);
+  if (ec) throw Error(dir + "/cases: cannot create: " + ec.message());
+  std::set<std::string> wanted;
+  std::vector<std::vector<uint8_t>> bytes;
+  for (const GoldenSpec& s : specs) {
+    bytes.push_back(serialize_golden(make_golden(s)));
+    write_file_bytes((fs::path(dir) / case_file(s.name)).string(), bytes.back());
+    wanted.insert(s.name + ".safetensors");
+    if (progress) progress(s.name, bytes.back().size());
+  }
+  // Files of cases that are no longer in the set would linger: remove them.
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "cases")) {
+    const std::string f = e.path().filename().string();
+    if (e.path().extension() == ".safetensors" && !wanted.count(f)) fs::remove(e.path());
+  }
+  const std::string text = manifest_text(entries_for(specs, &bytes));
+  write_file_bytes((fs::path(dir) / "manifest.json").string(), std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+std::vector<ManifestEntry> read_manifest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  json m;
+  try {
+    m = json::parse(bytes.begin(), bytes.end());
+  } catch (const json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  std::vector<ManifestEntry> out;
+  try {
+    if (m.at("format").get<std::string>() != "ringkv-golden-manifest") throw Error("format is not ringkv-golden-manifest");
+    if (m.at("golden_format_version").get<std::string>() != kGoldenFormatVersion) {
+      throw Error("golden_format_version " + m.at("golden_format_version").dump() + ": this ringkv reads " + kGoldenFormatVersion);
+    }
+    for (const json& c : m.at("cases")) {
+      ManifestEntry e;
+      e.name = c.at("name").get<std::string>();
+      e.id = c.at("id").get<std::string>();
+      e.file = c.at("file").get<std::string>();
+      e.sha256 = c.at("sha256").get<std::string>();
+      e.classes = c.at("classes").get<std::vector<std::string>>();
+      e.bytes = c.at("bytes").get<int64_t>();
+      out.push_back(std::move(e));
+    }
+  } catch (const std::exception& e) {
+    throw Error(path + ": " + e.what());
+  }
+  return out;
+}
+
+std::vector<std::string> verify_golden_set(const std::string& dir) {
+  std::vector<std::string> problems;
+  std::vector<ManifestEntry> manifest;
+  try {
+    manifest = read_manifest(dir);
+  } catch (const Error& e) {
+    return {e.what()};
+  }
+  const std::vector<GoldenSpec> specs = golden_set();
+  std::map<std::string, const GoldenSpec*> by_name;
+  for (const GoldenSpec& s : specs) by_name[s.name] = &s;
+  std::set<std::string> listed;
+  for (const ManifestEntry& e : manifest) listed.insert(e.name);
+  for (const GoldenSpec& s : specs) {
+    if (!listed.count(s.name)) problems.push_back("case " + s.name + " of golden_set() is missing from the manifest");
+  }
+  std::vector<std::vector<uint8_t>> regenerated(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) regenerated[i] = serialize_golden(make_golden(specs[i]));
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
+  for (const ManifestEntry& e : manifest) {
+    const auto it = by_name.find(e.name);
+    if (it == by_name.end()) {
+      problems.push_back("the manifest lists " + e.name + ", which golden_set() does not define");
+      continue;
+    }
+    const std::string path = (fs::path(dir) / e.file).string();
+    std::vector<uint8_t> bytes;
+    try {
+      bytes = read_file_bytes(path);
+    } catch (const Error& err) {
+      problems.push_back(err.what());
+      continue;
+    }
+    const std::string hash = sha256_hex(bytes);
+    if (static_cast<int64_t>(bytes.size()) != e.bytes) {
+      problems.push_back(path + ": " + std::to_string(bytes.size()) + " bytes, the manifest says " + std::to_string(e.bytes));
+    }
+    if (hash != e.sha256) problems.push_back(path + ": sha256 " + hash + ", the manifest says " + e.sha256);
+    const std::vector<uint8_t>& fresh = regenerated[index[e.name]];
+    if (fresh != bytes) {
+      size_t at = 0;
+      while (at < fresh.size() && at < bytes.size() && fresh[at] == bytes[at]) ++at;
+      problems.push_back(path + ": differs from a fresh regeneration (sha256 " + sha256_hex(fresh) + ", " +
+                         std::to_string(fresh.size()) + " bytes; first difference at byte " + std::to_string(at) + ")");
+    }
+    if (e.id != it->second->c.id()) problems.push_back(e.name + ": the manifest id differs from the case's id");
+    if (e.classes != it->second->classes) problems.push_back(e.name + ": the manifest classes differ from golden_set()'s");
+    try {
+      (void)golden_from_safetensors(parse_safetensors(bytes, path));
+    } catch (const std::exception& err) {
+      problems.push_back(err.what());
+    }
+  }
+  // The manifest itself, byte for byte.
+  const std::string want = manifest_text(entries_for(specs, &regenerated));
+  const std::vector<uint8_t> have = read_file_bytes((fs::path(dir) / "manifest.json").string());
+  if (std::string(have.begin(), have.end()) != want) problems.push_back(dir + "/manifest.json differs from a fresh regeneration");
+  // Files nobody lists.
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "cases", ec)) {
+    const std::string f = "cases/" + e.path().filename().string();
+    bool known = false;
+    for (const ManifestEntry& m : manifest) known = known || m.file == f;
+    if (!known) problems.push_back(dir + "/" + f + " is not listed in the manifest");
+  }
+  return problems;
+}
+
+}  // namespace ringkv::golden
