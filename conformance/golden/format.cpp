@@ -4,32 +4,19 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
-#include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <limits>
-#include <map>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
-#include "golden/sha256.hpp"
 #include "ringkv/error.hpp"
 #include "ringkv/quant.hpp"
-#include "ringkv/ring.hpp"
 #include "support/config_json.hpp"
-#include "support/oracle.hpp"
 
 namespace ringkv::golden {
 
 using conformance::Case;
-using conformance::DataMode;
-using conformance::DimStats;
 using conformance::ResetPlan;
-using conformance::ScoreStats;
 using conformance::StepPlan;
 using nlohmann::json;
 
