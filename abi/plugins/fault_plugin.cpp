@@ -1,10 +1,13 @@
 // Fault-injection plugins: a reference engine that misbehaves in step 3 (the
 // fourth step() call of an engine) of any engine whose config has
-// max_tokens == kTrigger, and is correct otherwise. Built four times:
+// max_tokens == kTrigger, and is correct otherwise. Built once per fault:
 //   RINGKV_FAULT_crash  writes to a page it may not touch (SIGSEGV)
 //   RINGKV_FAULT_abort  calls abort() (SIGABRT)
 //   RINGKV_FAULT_hang   loops forever (the per-call timeout must kill it)
 //   RINGKV_FAULT_oob    computes the step, then writes one float past the end of out
+//   RINGKV_FAULT_oob_far     ... 200 floats past the end of out (beyond the guard band)
+//   RINGKV_FAULT_oob_before  ... one float before the start of out
+//   RINGKV_FAULT_writes_input  computes the step, then writes into its input k
 // The tests check that the failing case reports exactly that, and that the
 // next case runs in a fresh worker.
 #include <sys/mman.h>
@@ -41,13 +44,23 @@ class FaultEngine final : public ringkv::Engine {
     while (fault) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 #endif
     inner_->step(batch);
-#if defined(RINGKV_FAULT_oob)
+#if defined(RINGKV_FAULT_oob) || defined(RINGKV_FAULT_oob_far) || defined(RINGKV_FAULT_oob_before) || \
+    defined(RINGKV_FAULT_writes_input)
     if (fault && !batch.appends.empty()) {
       const ringkv::SequenceStep& s = batch.appends[0];
       const ringkv::Config& c = inner_->config();
-      const auto n = static_cast<size_t>(c.layers.size()) * static_cast<size_t>(s.n_tokens) *
-                     static_cast<size_t>(c.num_q_heads) * static_cast<size_t>(c.head_dim);
+      const auto n = static_cast<ptrdiff_t>(c.layers.size()) * static_cast<ptrdiff_t>(s.n_tokens) *
+                     static_cast<ptrdiff_t>(c.num_q_heads) * static_cast<ptrdiff_t>(c.head_dim);
+#if defined(RINGKV_FAULT_oob)
       s.out[n] = 1.0f;  // one past the end
+#elif defined(RINGKV_FAULT_oob_far)
+      s.out[n + 200] = 1.0f;  // beyond the 64-float guard band
+#elif defined(RINGKV_FAULT_oob_before)
+      s.out[-1] = 1.0f;
+#else
+      const_cast<float*>(s.k)[5] += 1.0f;  // an engine that scales its keys in place
+#endif
+      (void)n;
     }
 #endif
     (void)fault;

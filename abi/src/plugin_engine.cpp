@@ -516,7 +516,7 @@ class PluginHost {
         return;
       }
       --unread_replies_;
-      if (rh.code == kStatusOutOfBounds || rh.code == kStatusWorkerError) {
+      if (rh.code == kStatusOutOfBounds || rh.code == kStatusWorkerError || rh.code == kStatusInputWritten) {
         kill_worker_locked(std::string(discard.begin(), discard.end()));
         return;
       }
@@ -570,6 +570,10 @@ class PluginHost {
       case kStatusOutOfBounds:
         kill_worker_locked("wrote out of bounds during " + during);
         throw Error("plugin " + name_ + " wrote out of bounds during " + during + ": " + msg +
+                    " (the worker was killed; the next engine gets a fresh one)");
+      case kStatusInputWritten:
+        kill_worker_locked("wrote into its input during " + during);
+        throw Error("plugin " + name_ + " wrote into its input during " + during + ": " + msg +
                     " (the worker was killed; the next engine gets a fresh one)");
       case kStatusWorkerError:
         kill_worker_locked(msg);

@@ -65,6 +65,7 @@ inline const char* op_name(Op op) {
 /// Reply codes beyond ringkv_status.
 inline constexpr uint32_t kStatusOutOfBounds = 1000;  ///< a guard band was overwritten
 inline constexpr uint32_t kStatusWorkerError = 1001;  ///< dlopen, symbol, version or protocol failure
+inline constexpr uint32_t kStatusInputWritten = 1002;  ///< the plugin wrote into one of its inputs
 
 /// hello flags: which optional functions the plugin has.
 inline constexpr uint32_t kHasInfo = 1, kHasSnapshot = 2, kHasPoison = 4;
@@ -168,6 +169,7 @@ class Reader {
     return s;
   }
   size_t remaining() const { return size_ - pos_; }
+  const uint8_t* here() const { return data_ + pos_; }  ///< the bytes the next get reads
 
  private:
   void need(size_t n) const {

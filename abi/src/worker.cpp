@@ -5,8 +5,11 @@
 // It dlopens the plugin, checks its ABI version, and serves the host's
 // requests (protocol.hpp) on fd 3 until the host closes it. Every output
 // buffer it hands the plugin sits between two guard bands of GUARD_FLOATS
-// sentinel floats (a NaN pattern); after each call it checks them and reports
-// an out-of-bounds write instead of the result. A crash, abort or hang of the
+// sentinel floats (a NaN pattern) and, beyond them, PROT_NONE pages; after
+// each call it checks the bands and reports an out-of-bounds write instead of
+// the result, and a write into a protected page is reported the same way from
+// the SIGSEGV handler. Inputs are compared with the request's bytes after each
+// call, so a plugin that writes into q, k or v is reported too. A crash, abort or hang of the
 // plugin takes only this process down; the host reports it and starts a fresh
 // worker for the next engine.
 //
@@ -14,6 +17,7 @@
 // own copy of whatever it needs, and nothing here can interpose on it.
 #include <dlfcn.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -25,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -98,48 +103,170 @@ void reply_error(uint32_t status, const std::string& message) {
   reply(status, std::vector<uint8_t>(message.begin(), message.end()));
 }
 
-// ---------------------------------------------------------------- guard bands
+// ---------------------------------------------------------------- guard bands and guard pages
 
 constexpr uint32_t kSentinelBits = 0x7fc0ffeeu;  // a quiet NaN with a payload no engine computes
 size_t g_guard_floats = 64;
 
-// n elements of T between two guard bands of g_guard_floats sentinel floats (the same bytes for any T,
-// so that a byte buffer's guard catches a write of one byte past its end).
+// Memory the plugin must not write where it faults: the PROT_NONE pages around every buffer the
+// plugin writes. A fault inside one is reported as an out-of-bounds write naming the buffer (the
+// reply the host waits for, written from the signal handler); any other fault is the plugin's
+// own crash and keeps its default action.
+struct GuardPage {
+  uintptr_t begin = 0, end = 0;  // the PROT_NONE page
+  uintptr_t body = 0;            // the buffer's first element
+  size_t elem = 1, n = 0;
+  const std::string* what = nullptr;
+};
+std::vector<GuardPage> g_guard_pages;  // changed only between plugin calls, read by the handler during one
+
+// Async-signal-safe text building for the handler.
+struct SignalText {
+  char buf[1024];
+  size_t n = 0;
+  void add(const char* s, size_t len) {
+    for (size_t i = 0; i < len && n < sizeof buf; ++i) buf[n++] = s[i];
+  }
+  void add(const char* s) { add(s, std::strlen(s)); }
+  void add(long long v) {
+    char d[24];
+    size_t k = 0;
+    const bool neg = v < 0;
+    unsigned long long u = neg ? 0ull - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v);
+    do {
+      d[k++] = static_cast<char>('0' + u % 10);
+      u /= 10;
+    } while (u != 0);
+    if (neg) add("-", 1);
+    while (k > 0) add(&d[--k], 1);
+  }
+};
+
+void on_fault(int sig, siginfo_t* info, void*) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (const GuardPage& g : g_guard_pages) {
+    if (addr < g.begin || addr >= g.end) continue;
+    const auto offset = static_cast<long long>(addr) - static_cast<long long>(g.body);
+    const long long index = offset >= 0 ? offset / static_cast<long long>(g.elem)
+                                        : -((-offset + static_cast<long long>(g.elem) - 1) / static_cast<long long>(g.elem));
+    SignalText t;
+    t.add(g.what->data(), g.what->size());
+    t.add(" (");
+    t.add(static_cast<long long>(g.n));
+    t.add(offset >= 0 ? " elements): wrote past its end, beyond its guard band, into a protected page at index "
+                      : " elements): wrote before its start, beyond its guard band, into a protected page at index ");
+    t.add(index);
+    Header h;
+    h.code = kStatusOutOfBounds;
+    h.length = t.n;
+    (void)!::write(kWorkerFd, &h, sizeof h);
+    (void)!::write(kWorkerFd, t.buf, t.n);
+    _exit(4);
+  }
+  ::signal(sig, SIG_DFL);  // not ours: returning re-runs the access, which now ends the process as before
+}
+
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+// Mappings of [PROT_NONE page][usable pages][PROT_NONE page], kept for reuse: a step's buffers have
+// the same sizes as the last step's, so after the first steps no call maps or protects anything.
+class PagePool {
+ public:
+  uint8_t* take(size_t usable_pages) {
+    const auto it = free_.find(usable_pages);
+    if (it != free_.end()) {
+      uint8_t* m = it->second;
+      free_.erase(it);
+      return m;
+    }
+    const size_t page = page_size(), bytes = (usable_pages + 2) * page;
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("worker: cannot map " + std::to_string(bytes) + " bytes for a buffer");
+    auto* base = static_cast<uint8_t*>(m);
+    ::mprotect(base, page, PROT_NONE);
+    ::mprotect(base + (usable_pages + 1) * page, page, PROT_NONE);
+    return base;
+  }
+  void give(size_t usable_pages, uint8_t* base) {
+    if (free_.size() >= 256) {
+      ::munmap(base, (usable_pages + 2) * page_size());
+      return;
+    }
+    free_.emplace(usable_pages, base);
+  }
+
+ private:
+  std::multimap<size_t, uint8_t*> free_;
+};
+PagePool g_pages;
+
+// n elements of T that the plugin writes. Both sides carry a guard band of at least g_guard_floats
+// sentinel floats (the same bytes for any T, so that a byte buffer's guard catches a write of one
+// byte past its end): a write there is found by check() after the call. Beyond the bands lie
+// PROT_NONE pages: a write there faults, and on_fault reports it, naming the buffer.
 template <typename T>
 class Guarded {
  public:
-  Guarded(size_t n, T init) : n_(n) {
-    const size_t body_floats = (n * sizeof(T) + 3) / 4;
-    storage_.assign(2 * g_guard_floats + body_floats + 1, 0.0f);
-    for (float& f : storage_) std::memcpy(&f, &kSentinelBits, 4);
+  Guarded(std::string what, size_t n, T init) : what_(std::move(what)), n_(n) {
+    const size_t page = page_size(), band = 4 * g_guard_floats, body = n * sizeof(T);
+    pages_ = (2 * band + body + 64 + page - 1) / page;
+    base_ = g_pages.take(pages_);
+    usable_ = base_ + page;
+    // The back band ends at the trailing protected page; the body is 64-byte aligned.
+    const uintptr_t end = reinterpret_cast<uintptr_t>(usable_) + pages_ * page;
+    body_ = reinterpret_cast<uint8_t*>((end - band - body) & ~uintptr_t{63});
+    uint8_t pattern[4];
+    std::memcpy(pattern, &kSentinelBits, 4);
+    for (size_t i = 0; i < pages_ * page; ++i) usable_[i] = pattern[i % 4];
     for (size_t i = 0; i < n; ++i) data()[i] = init;
+    const auto body_at = reinterpret_cast<uintptr_t>(body_);
+    g_guard_pages.push_back({reinterpret_cast<uintptr_t>(base_), reinterpret_cast<uintptr_t>(usable_), body_at, sizeof(T), n, &what_});
+    g_guard_pages.push_back({end, end + page, body_at, sizeof(T), n, &what_});
   }
-  T* data() { return reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(storage_.data()) + 4 * g_guard_floats); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  Guarded(Guarded&& o) noexcept
+      : what_(std::move(o.what_)), n_(o.n_), pages_(o.pages_), base_(o.base_), usable_(o.usable_), body_(o.body_) {
+    o.base_ = nullptr;
+    for (GuardPage& g : g_guard_pages) {
+      if (g.body == reinterpret_cast<uintptr_t>(body_)) g.what = &what_;
+    }
+  }
+  ~Guarded() {
+    if (base_ == nullptr) return;
+    const auto body_at = reinterpret_cast<uintptr_t>(body_);
+    std::erase_if(g_guard_pages, [&](const GuardPage& g) { return g.body == body_at; });
+    g_pages.give(pages_, base_);
+  }
+  T* data() { return reinterpret_cast<T*>(body_); }
   size_t size() const { return n_; }
 
   // "" if both guard bands are intact, else what was overwritten.
-  std::string check(const std::string& what) const {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(storage_.data());
+  std::string check() const {
     uint8_t pattern[4];
     std::memcpy(pattern, &kSentinelBits, 4);
-    const size_t guard = 4 * g_guard_floats, body = n_ * sizeof(T);
-    size_t before = 0, after = 0, nearest_before = 0, nearest_after = guard;
-    for (size_t i = 0; i < guard; ++i) {
-      if (bytes[i] != pattern[i % 4]) ++before, nearest_before = guard - i;
+    const size_t front = static_cast<size_t>(body_ - usable_), body = n_ * sizeof(T);
+    const size_t total = pages_ * page_size(), back = total - front - body;
+    size_t before = 0, after = 0, nearest_before = 0, nearest_after = back;
+    for (size_t i = 0; i < front; ++i) {
+      if (usable_[i] != pattern[i % 4]) ++before, nearest_before = front - i;
     }
-    for (size_t i = 0; i < guard; ++i) {
-      const size_t at = guard + body + i;
-      if (bytes[at] != pattern[at % 4]) {
+    for (size_t i = 0; i < back; ++i) {
+      const size_t at = front + body + i;
+      if (usable_[at] != pattern[at % 4]) {
         ++after;
         if (i < nearest_after) nearest_after = i;
       }
     }
     if (before == 0 && after == 0) return "";
     const size_t el = sizeof(T);
-    std::string s = what + " (" + std::to_string(n_) + " elements): ";
+    std::string s = what_ + " (" + std::to_string(n_) + " elements): ";
     if (after > 0) {
       s += "wrote past its end (" + std::to_string((after + el - 1) / el) + " element(s) of the " +
-           std::to_string(guard / el) + "-element guard band after it changed, the nearest at index " +
+           std::to_string(back / el) + "-element guard band after it changed, the nearest at index " +
            std::to_string(n_ + nearest_after / el) + ")";
     }
     if (before > 0) {
@@ -151,8 +278,38 @@ class Guarded {
   }
 
  private:
+  std::string what_;
   size_t n_;
-  std::vector<float> storage_;
+  size_t pages_ = 0;
+  uint8_t* base_ = nullptr;    // the leading protected page
+  uint8_t* usable_ = nullptr;  // the first writable byte
+  uint8_t* body_ = nullptr;
+};
+
+// An input the plugin reads: a copy of the request's bytes, compared with them after the call,
+// so that a plugin writing into q, k, v or the snapshot positions is reported, naming the input.
+template <typename T>
+class Input {
+ public:
+  Input(std::string what, Reader& in, size_t n) : what_(std::move(what)), n_(n), data_(n) {
+    wire_ = in.here();
+    in.get_array(data_.data(), n);
+  }
+  T* data() { return data_.data(); }
+  // "" if unchanged, else where the plugin wrote.
+  std::string check() const {
+    if (n_ == 0 || std::memcmp(data_.data(), wire_, n_ * sizeof(T)) == 0) return "";
+    size_t i = 0;
+    while (std::memcmp(&data_[i], wire_ + i * sizeof(T), sizeof(T)) == 0) ++i;
+    return what_ + " (" + std::to_string(n_) + " elements): the engine wrote into this input, first at index " +
+           std::to_string(i) + " (inputs are read-only)";
+  }
+
+ private:
+  std::string what_;
+  size_t n_;
+  std::vector<T> data_;
+  const uint8_t* wire_ = nullptr;  // the same bytes in the request, which the plugin never sees
 };
 
 // ---------------------------------------------------------------- the plugin
@@ -296,11 +453,11 @@ void serve(Op op, Reader& in) {
       ringkv_engine_info info_copy{};
       std::string info_message;
       if (g_api->get_info) {
-        Guarded<ringkv_engine_info> info(1, ringkv_engine_info{});
+        Guarded<ringkv_engine_info> info("the ringkv_engine_info struct", 1, ringkv_engine_info{});
         info.data()->struct_size = sizeof(ringkv_engine_info);
         info.data()->precision.struct_size = sizeof(ringkv_precision_profile);
         const ringkv_status ist = g_api->get_info(e, info.data());
-        const std::string oob = info.check("the ringkv_engine_info struct");
+        const std::string oob = info.check();
         if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);  // the host kills this worker
         info_status = static_cast<uint32_t>(ist);
         if (ist == RINGKV_OK) {
@@ -324,11 +481,11 @@ void serve(Op op, Reader& in) {
     case Op::info: {
       Handle& h = handle_of(in.get<uint64_t>());
       if (!g_api->get_info) return reply_error(RINGKV_ERR_UNSUPPORTED, "no get_info");
-      Guarded<ringkv_engine_info> info(1, ringkv_engine_info{});
+      Guarded<ringkv_engine_info> info("the ringkv_engine_info struct", 1, ringkv_engine_info{});
       info.data()->struct_size = sizeof(ringkv_engine_info);
       info.data()->precision.struct_size = sizeof(ringkv_precision_profile);
       const ringkv_status st = g_api->get_info(h.engine, info.data());
-      const std::string oob = info.check("the ringkv_engine_info struct");
+      const std::string oob = info.check();
       if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);
       if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
       info.data()->name[RINGKV_NAME_SIZE - 1] = '\0';
@@ -346,7 +503,7 @@ void serve(Op op, Reader& in) {
         r.start_position = in.get<int64_t>();
       }
       std::vector<ringkv_append> appends(na);
-      std::vector<std::vector<float>> inputs;
+      std::vector<Input<float>> inputs;
       std::vector<Guarded<float>> outs;
       inputs.reserve(3 * na);
       outs.reserve(na);
@@ -357,16 +514,18 @@ void serve(Op op, Reader& in) {
         a.n_tokens = in.get<int64_t>();
         if (a.n_tokens < 0 || a.n_tokens > (int64_t{1} << 31)) throw std::runtime_error("protocol: bad n_tokens");
       }
-      for (ringkv_append& a : appends) {
+      for (size_t i = 0; i < appends.size(); ++i) {
+        ringkv_append& a = appends[i];
         const int64_t n = a.n_tokens;
         const size_t qn = size_t{h.L} * static_cast<size_t>(n) * h.Hq * h.D;
         const size_t kvn = size_t{h.L} * static_cast<size_t>(n) * h.Hkv * h.D;
-        for (size_t count : {qn, kvn, kvn}) {
-          inputs.emplace_back(count);
-          in.get_array(inputs.back().data(), count);
-        }
+        const std::string of = " of append " + std::to_string(i) + " (sequence " + std::to_string(a.sequence) + ", " +
+                               std::to_string(n) + " tokens)";
+        inputs.emplace_back("q" + of, in, qn);
+        inputs.emplace_back("k" + of, in, kvn);
+        inputs.emplace_back("v" + of, in, kvn);
         const size_t base = inputs.size() - 3;
-        outs.emplace_back(qn, std::nanf(""));
+        outs.emplace_back("out" + of, qn, std::nanf(""));
         a.q = tensor(inputs[base].data(), h.L, n, h.Hq, h.D);
         a.k = tensor(inputs[base + 1].data(), h.L, n, h.Hkv, h.D);
         a.v = tensor(inputs[base + 2].data(), h.L, n, h.Hkv, h.D);
@@ -381,11 +540,11 @@ void serve(Op op, Reader& in) {
       batch.appends = appends.data();
       const ringkv_status st = g_api->step(h.engine, &batch);
       std::string oob;
-      for (uint32_t i = 0; i < na && oob.empty(); ++i) {
-        oob = outs[i].check("out of append " + std::to_string(i) + " (sequence " + std::to_string(appends[i].sequence) +
-                            ", " + std::to_string(appends[i].n_tokens) + " tokens)");
-      }
+      for (uint32_t i = 0; i < na && oob.empty(); ++i) oob = outs[i].check();
       if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);
+      for (const Input<float>& input : inputs) {
+        if (const std::string w = input.check(); !w.empty()) return reply_error(kStatusInputWritten, w);
+      }
       if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
       for (Guarded<float>& o : outs) out.put_array(o.data(), o.size());
       return reply(RINGKV_OK, out.bytes());
@@ -409,17 +568,16 @@ void serve(Op op, Reader& in) {
       const uint32_t count = in.get<uint32_t>();
       const uint32_t kspr = in.get<uint32_t>(), vspr = in.get<uint32_t>();
       const bool k8 = in.get<uint32_t>() != 0, v8 = in.get<uint32_t>() != 0;
-      std::vector<int64_t> positions(count);
-      in.get_array(positions.data(), count);
+      Input<int64_t> positions("snapshot positions[]", in, count);
       req.num_positions = count;
       req.positions = positions.data();
       const size_t rows = size_t{count} * h.Hkv * h.D;
-      Guarded<uint8_t> present(count, uint8_t{0});
-      Guarded<float> k(rows, std::nanf("")), v(rows, std::nanf(""));
-      Guarded<int8_t> kc(k8 ? rows : 0, int8_t{0}), vc(v8 ? rows : 0, int8_t{0});
-      Guarded<float> ks(k8 ? size_t{count} * h.Hkv * kspr : 0, std::nanf(""));
-      Guarded<float> vs(v8 ? size_t{count} * h.Hkv * vspr : 0, std::nanf(""));
-      Guarded<ringkv_snapshot_result> res(1, ringkv_snapshot_result{});
+      Guarded<uint8_t> present("snapshot present[]", count, uint8_t{0});
+      Guarded<float> k("snapshot k", rows, std::nanf("")), v("snapshot v", rows, std::nanf(""));
+      Guarded<int8_t> kc("snapshot k_codes", k8 ? rows : 0, int8_t{0}), vc("snapshot v_codes", v8 ? rows : 0, int8_t{0});
+      Guarded<float> ks("snapshot k_scales", k8 ? size_t{count} * h.Hkv * kspr : 0, std::nanf(""));
+      Guarded<float> vs("snapshot v_scales", v8 ? size_t{count} * h.Hkv * vspr : 0, std::nanf(""));
+      Guarded<ringkv_snapshot_result> res("the ringkv_snapshot_result struct", 1, ringkv_snapshot_result{});
       ringkv_snapshot_result& r = *res.data();
       r.struct_size = sizeof r;
       r.k_scales_per_row = k8 ? kspr : 0;
@@ -432,15 +590,16 @@ void serve(Op op, Reader& in) {
       r.k_scales = k8 && kspr > 0 ? ks.data() : nullptr;
       r.v_scales = v8 && vspr > 0 ? vs.data() : nullptr;
       const ringkv_status st = g_api->snapshot(h.engine, &req, &r);
-      std::string oob = present.check("snapshot present[]");
-      if (oob.empty()) oob = k.check("snapshot k");
-      if (oob.empty()) oob = v.check("snapshot v");
-      if (oob.empty()) oob = kc.check("snapshot k_codes");
-      if (oob.empty()) oob = vc.check("snapshot v_codes");
-      if (oob.empty()) oob = ks.check("snapshot k_scales");
-      if (oob.empty()) oob = vs.check("snapshot v_scales");
-      if (oob.empty()) oob = res.check("the ringkv_snapshot_result struct");
+      std::string oob = present.check();
+      if (oob.empty()) oob = k.check();
+      if (oob.empty()) oob = v.check();
+      if (oob.empty()) oob = kc.check();
+      if (oob.empty()) oob = vc.check();
+      if (oob.empty()) oob = ks.check();
+      if (oob.empty()) oob = vs.check();
+      if (oob.empty()) oob = res.check();
       if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);
+      if (const std::string w = positions.check(); !w.empty()) return reply_error(kStatusInputWritten, w);
       if (st != RINGKV_OK) return reply_error(st, plugin_message(h.engine));
       out.put(r.codes_written);
       out.put(r.capacity_rows);
@@ -489,6 +648,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction fault {};
+  fault.sa_sigaction = on_fault;
+  fault.sa_flags = SA_SIGINFO;
+  sigemptyset(&fault.sa_mask);
+  ::sigaction(SIGSEGV, &fault, nullptr);
+  ::sigaction(SIGBUS, &fault, nullptr);
   // If the host dies while the plugin hangs, nobody is left to kill us: leave when we are orphaned.
   const pid_t host = ::getppid();
   std::thread([host] {

@@ -379,7 +379,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Fault{"crash", 10000, {"step 3: engine threw: plugin libringkv_plugin_crash.so crashed with SIGSEGV during step 3"}},
                       Fault{"abort", 10000, {"crashed with SIGABRT (abort) during step 3"}},
                       Fault{"hang", 2000, {"plugin libringkv_plugin_hang.so timed out after 2000 ms in step 3", "killed"}},
-                      Fault{"oob", 10000, {"wrote out of bounds during step 3", "out of append 0 (sequence 0", "wrote past its end", "index 32"}}),
+                      Fault{"oob", 10000, {"wrote out of bounds during step 3", "out of append 0 (sequence 0", "wrote past its end", "index 32"}},
+                      Fault{"oob_far", 10000, {"wrote out of bounds during step 3", "out of append 0 (sequence 0",
+                                               "wrote past its end, beyond its guard band, into a protected page at index 232"}},
+                      Fault{"oob_before", 10000, {"wrote out of bounds during step 3", "out of append 0 (sequence 0",
+                                                  "wrote before its start", "index -1"}},
+                      Fault{"writes_input", 10000, {"wrote into its input during step 3", "k of append 0 (sequence 0",
+                                                    "the engine wrote into this input, first at index 5"}}),
     [](const ::testing::TestParamInfo<Fault>& p) { return std::string(p.param.plugin); });
 
 // ---------------------------------------------------------------- conventions
