@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "ringkv/cuda_engine.hpp"
 #include "ringkv/reference_engine.hpp"
 #include "support/config_json.hpp"
+#include "support/profiles.hpp"
 #ifdef RINGKV_HAVE_ABI
 #include "plugin_engine.hpp"
 #endif
@@ -40,7 +42,7 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
     throw InputError(e.what());
   }
   for (ManifestEntry& e : m) {
-    if (fs::path(e.file).is_relative()) e.file = (fs::path(dir) / e.file).string();
+    if (fs::path(e.file).is_relative()) e.file = fs::absolute(fs::path(dir) / e.file).string();
   }
   return m;
 }
@@ -85,11 +87,14 @@ std::string shell_quote(const std::string& s) {
 struct CaseResult {
   std::string engine, name, id;
   std::vector<std::string> classes;
-  enum class Status { passed, failed, skipped, xfail, xpass } status = Status::passed;
+  /// error: the case's golden file is unusable (corrupt, unreadable): no verdict on the engine.
+  enum class Status { passed, failed, skipped, xfail, xpass, error } status = Status::passed;
   double worst_ratio = 0;
   int64_t outputs = 0;
   std::string detail;  // failure or skip reason
   std::string reproduce;
+  std::string profile, profile_source;       // the profile the outputs were judged under (JSON), and whence
+  std::optional<golden::RopeVerdict> rope;   // RoPE checked apart from attention, where there is a verdict
 };
 
 const char* status_name(CaseResult::Status s) {
@@ -99,6 +104,7 @@ const char* status_name(CaseResult::Status s) {
     case CaseResult::Status::skipped: return "skipped";
     case CaseResult::Status::xfail: return "xfail";
     case CaseResult::Status::xpass: return "xpass";
+    case CaseResult::Status::error: return "error";
   }
   return "?";
 }
@@ -122,6 +128,7 @@ struct EngineUnderTest {
   EngineFactory factory;
   bool external_outputs = false;
   std::string unavailable;  // non-empty: a built-in engine this machine cannot run (listed as skipped)
+  bool qk_rotated_by_ringkv = false;  // a plugin with wants_rotated_qk: ringkv rotates q and k for it
 };
 
 // The built-in engines by name: the reference, the CUDA engine's plan on the host, and the CUDA engines.
@@ -147,7 +154,8 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
 #ifdef RINGKV_HAVE_ABI
     abi::PluginOptions po;
     po.timeout_ms = opt.timeout_ms;
-    return {spec, abi::plugin_engine_factory(spec, po), false, {}};
+    const std::shared_ptr<abi::Plugin> plugin = abi::Plugin::open(spec, po);
+    return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0};
 #else
     (void)opt;
     throw InputError("--engine " + spec + ": this ringkv was built without plugin support");
@@ -200,14 +208,12 @@ int run_check(const CheckOptions& opt) {
     if (selected.empty()) throw InputError("no golden case matches --filter/--exclude in " + opt.golden_dir);
   }
 
-  PrecisionProfile external_profile;  // f32 everywhere, f64 RoPE
+  // --profile: a named profile of profiles/ or a profile file; default f32 everywhere, storage as
+  // configured, f64 RoPE. Resolved per case from its classes (conformance/support/profiles.hpp).
+  conformance::ProfileSet external_profiles;
   if (!opt.profile_file.empty()) {
-    std::ifstream in(opt.profile_file);
-    if (!in) throw InputError("--profile " + opt.profile_file + ": cannot open the file");
     try {
-      json j;
-      in >> j;
-      external_profile = conformance::profile_from_json(j);
+      external_profiles = conformance::load_profile_set(opt.profile_file);
     } catch (const std::exception& e) {
       throw InputError("--profile " + opt.profile_file + ": " + e.what());
     }
@@ -249,26 +255,48 @@ int run_check(const CheckOptions& opt) {
       bool expect_fail = false;
       for (const std::regex& x : xfails) expect_fail = expect_fail || std::regex_search(e.name, x) || std::regex_search(e.id, x);
       golden::GoldenOutcome o;
+      std::optional<std::string> unusable;  // the golden file cannot be used: its own verdict
       try {
-        const golden::GoldenCase g = golden::read_golden(e.file);
+        const golden::GoldenCase g = golden::load_manifest_case(opt.golden_dir, e);
         if (eng.external_outputs) {
           const fs::path out = fs::path(opt.outputs_dir) / (e.name + ".safetensors");
           if (!fs::exists(out)) {
             o.passed = false;
             o.failure = "no outputs file " + out.string();
           } else {
-            o = golden::check_golden_outputs(g, out.string(), external_profile);
+            o = golden::check_golden_outputs(g, out.string(), conformance::resolve_profile(external_profiles, e.classes));
           }
         } else {
-          o = golden::check_golden(eng.factory, g);
+          golden::GoldenCheckOptions check_options;
+          check_options.qk_rotated_by_ringkv = eng.qk_rotated_by_ringkv;
+          o = golden::check_golden(eng.factory, g, check_options);
         }
+      } catch (const golden::GoldenInputError& ex) {
+        unusable = ex.what();
       } catch (const std::exception& ex) {
         o.passed = false;
         o.skipped = false;
         o.failure = ex.what();
       }
+      if (unusable) {
+        r.status = CaseResult::Status::error;
+        r.detail = *unusable + "; no verdict on the engine (run `ringkv golden verify " + opt.golden_dir + "`)";
+        results.push_back(r);
+        continue;
+      }
       r.worst_ratio = o.worst_ratio;
       r.outputs = o.outputs_checked;
+      // The profile the outputs were judged under, and whence: the reproduce line carries both.
+      if (eng.external_outputs && !opt.profile_file.empty()) r.reproduce += " --profile " + shell_quote(opt.profile_file);
+      if (o.profile) {
+        r.profile = conformance::profile_to_json(*o.profile).dump();
+        r.profile_source = !eng.external_outputs    ? "declared by the engine"
+                           : o.profile_from_file     ? "the outputs file's metadata"
+                           : opt.profile_file.empty() ? "the default (no --profile)"
+                                                      : "--profile " + opt.profile_file;
+        r.reproduce += "  # profile " + r.profile + " from " + r.profile_source;
+      }
+      r.rope = o.rope;
       if (o.skipped) {
         r.status = CaseResult::Status::skipped;
         r.detail = o.skip_reason;
@@ -312,7 +340,7 @@ int run_check(const CheckOptions& opt) {
       continue;
     }
     if (opt.no_golden) break;
-    struct Row { int passed = 0, failed = 0, xfail = 0, skipped = 0; double worst = 0; };
+    struct Row { int passed = 0, failed = 0, xfail = 0, skipped = 0, error = 0; double worst = 0; };
     std::map<std::string, Row> rows;
     for (const CaseResult& r : results) {
       if (r.engine != eng.label) continue;
@@ -324,18 +352,21 @@ int run_check(const CheckOptions& opt) {
           case CaseResult::Status::xpass: ++row.failed; break;
           case CaseResult::Status::xfail: ++row.xfail; break;
           case CaseResult::Status::skipped: ++row.skipped; break;
+          case CaseResult::Status::error: ++row.error; break;
         }
-        if (r.status != CaseResult::Status::skipped) row.worst = std::max(row.worst, r.worst_ratio);
+        if (r.status != CaseResult::Status::skipped && r.status != CaseResult::Status::error) row.worst = std::max(row.worst, r.worst_ratio);
       }
     }
     std::printf("\nringkv check: engine %s, %zu golden cases from %s\n", eng.label.c_str(), selected.size(),
                 opt.golden_dir.c_str());
-    std::printf("%-22s %7s %7s %6s %8s %12s\n", "boundary class", "passed", "failed", "xfail", "skipped", "worst/tol");
+    std::printf("%-22s %7s %7s %6s %8s %6s %12s\n", "boundary class", "passed", "failed", "xfail", "skipped", "error",
+                "worst/tol");
     int uncovered = 0;
     std::vector<std::string> uncovered_names;
     for (const auto& [cls, row] : rows) {
-      std::printf("%-22s %7d %7d %6d %8d %12.3g\n", cls.c_str(), row.passed, row.failed, row.xfail, row.skipped, row.worst);
-      if (row.passed + row.failed + row.xfail == 0) {
+      std::printf("%-22s %7d %7d %6d %8d %6d %12.3g\n", cls.c_str(), row.passed, row.failed, row.xfail, row.skipped,
+                  row.error, row.worst);
+      if (row.passed + row.failed + row.xfail + row.error == 0) {
         ++uncovered;
         uncovered_names.push_back(cls);
       }
@@ -348,6 +379,19 @@ int run_check(const CheckOptions& opt) {
       reasons.push_back("engine " + eng.label + ": " + std::to_string(uncovered) + " of " + std::to_string(rows.size()) +
                         " boundary classes were never tested (every case skipped as unsupported), more than "
                         "--max-skipped-classes " + std::to_string(opt.max_skipped_classes) + ":" + list);
+    }
+    // RoPE checked apart from attention (golden-format §7): one line for an engine ringkv rotates
+    // for, else one per case that has a verdict.
+    bool rope_header = false;
+    for (const CaseResult& r : results) {
+      if (r.engine != eng.label || !r.rope) continue;
+      if (eng.qk_rotated_by_ringkv) {
+        std::printf("%s\n", r.rope->line.c_str());
+        break;
+      }
+      if (!rope_header) std::printf("RoPE, checked apart from attention:\n");
+      rope_header = true;
+      std::printf("  %-24s %s\n", r.name.c_str(), r.rope->line.c_str());
     }
   }
   int n_fail = 0;
@@ -366,6 +410,14 @@ int run_check(const CheckOptions& opt) {
                 p.skipped ? " (skipped)" : "", p.passed ? "" : (" on engine " + eng).c_str());
     if (!p.passed) std::printf("%s", p.report.c_str());
   }
+  // Unusable golden files: an error of the input, never a verdict on the engine (exit code 2 when
+  // nothing failed).
+  int errors = 0;
+  for (const CaseResult& r : results) {
+    if (r.status != CaseResult::Status::error) continue;
+    ++errors;
+    std::printf("\nERROR %s (engine %s not judged on it)\n  %s\n", r.name.c_str(), r.engine.c_str(), r.detail.c_str());
+  }
   for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
   int passed = 0, skipped = 0, xf = 0;
   for (const CaseResult& r : results) {
@@ -373,8 +425,9 @@ int run_check(const CheckOptions& opt) {
     skipped += r.status == CaseResult::Status::skipped;
     xf += r.status == CaseResult::Status::xfail;
   }
-  std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases", failed ? "FAILED" : "PASSED", passed,
-              n_fail, xf, skipped);
+  std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases", failed ? "FAILED" : errors ? "ERROR" : "PASSED",
+              passed, n_fail, xf, skipped);
+  if (errors) std::printf(", %d unusable golden file(s)", errors);
   if (properties) {
     int pf = 0;
     for (const auto& pr : props) pf += pr.second.passed ? 0 : 1;
@@ -390,15 +443,36 @@ int run_check(const CheckOptions& opt) {
   // ---- machine-readable reports ----
   if (!opt.json_file.empty()) {
     json j;
-    j["passed"] = !failed;
+    j["passed"] = !failed && errors == 0;
+    j["errors"] = errors;
     j["reasons"] = reasons;
     for (const EngineUnderTest& eng : engines) {
       if (!eng.unavailable.empty()) j["skipped_engines"].push_back({{"engine", eng.label}, {"reason", eng.unavailable}});
     }
     for (const CaseResult& r : results) {
-      j["cases"].push_back({{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
-                            {"status", status_name(r.status)}, {"worst_ratio", r.worst_ratio},
-                            {"outputs_checked", r.outputs}, {"detail", r.detail}, {"reproduce", r.reproduce}});
+      json jc = {{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
+                 {"status", status_name(r.status)}, {"worst_ratio", r.worst_ratio},
+                 {"outputs_checked", r.outputs}, {"detail", r.detail}, {"reproduce", r.reproduce}};
+      if (!r.profile.empty()) {
+        jc["profile"] = json::parse(r.profile);
+        jc["profile_source"] = r.profile_source;
+      }
+      if (r.rope) {
+        const golden::RopeVerdict& v = *r.rope;
+        jc["rope"] = {{"verdict", golden::to_string(v.kind)}, {"line", v.line}};
+        if (v.worst_row >= 0) {
+          jc["rope"]["worst_angle_error"] = v.worst_angle_error;
+          jc["rope"]["worst"] = {{"tensor", v.worst_tensor}, {"layer", v.worst_layer}, {"row", v.worst_row},
+                                 {"position", v.worst_position}, {"head", v.worst_head}, {"dim", v.worst_dim}};
+          jc["rope"]["tight_checked"] = v.tight_checked;
+          jc["rope"]["tight_failed"] = v.tight_failed;
+        }
+        if (v.rope_dominated > 0) {
+          jc["rope"]["rope_dominated"] = v.rope_dominated;
+          jc["rope"]["rope_dominated_from_position"] = v.rope_dominated_from;
+        }
+      }
+      j["cases"].push_back(jc);
     }
     for (const auto& [eng, p] : props) {
       json jp = {{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"skipped", p.skipped}, {"report", p.report}};
@@ -433,6 +507,8 @@ int run_check(const CheckOptions& opt) {
         x << "    <testcase classname=\"golden\" name=\"" << xml_escape(r.name) << "\">";
         if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) {
           x << "<failure message=\"" << xml_escape(r.detail) << "\">" << xml_escape(r.reproduce) << "</failure>";
+        } else if (r.status == CaseResult::Status::error) {
+          x << "<error message=\"" << xml_escape(r.detail) << "\"/>";
         } else if (r.status == CaseResult::Status::skipped || r.status == CaseResult::Status::xfail) {
           x << "<skipped message=\"" << xml_escape(status_name(r.status) + std::string(": ") + r.detail) << "\"/>";
         }
@@ -448,7 +524,7 @@ int run_check(const CheckOptions& opt) {
     }
     x << "</testsuites>\n";
   }
-  return failed ? 1 : 0;
+  return failed ? 1 : errors ? 2 : 0;
 }
 
 }  // namespace ringkv::cli

@@ -1,7 +1,7 @@
 // ringkv: the command-line tool.
 //
 //   ringkv check [--engine reference|cuda|cuda-cublas|cuda-plan|cuda-plan-cublas|PATH.so] [--golden DIR] [--properties [--cases N]] ...
-//   ringkv check --outputs DIR [--profile FILE]      (engines that wrote their outputs to files)
+//   ringkv check --outputs DIR [--profile NAME|FILE] (engines that wrote their outputs to files)
 //   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE
 //   ringkv memory --layers L --kv-heads H --head-dim D --dtype f16 [--window W] ...
 //
@@ -26,6 +26,7 @@
 #include "memory.hpp"
 #include "ringkv/error.hpp"
 #include "support/config_json.hpp"
+#include "support/profiles.hpp"
 
 #ifndef RINGKV_DEFAULT_GOLDEN_DIR
 #define RINGKV_DEFAULT_GOLDEN_DIR "golden"
@@ -35,6 +36,13 @@ namespace {
 
 using namespace ringkv;
 using namespace ringkv::cli;
+
+// "a, b, c" for a help text.
+std::string names_of(const std::vector<std::string>& names) {
+  std::string r;
+  for (const std::string& n : names) r += (r.empty() ? "" : ", ") + n;
+  return r;
+}
 
 DType parse_dtype(const std::string& s) {
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
@@ -86,8 +94,10 @@ int main(int argc, char** argv) {
                     "Check outputs an external engine wrote (one <case>.safetensors per golden case, "
                     "docs/golden-format.md) instead of running an engine");
   check->add_option("--profile", chk.profile_file,
-                    "With --outputs: JSON file with the external engine's precision profile (default: f32 everywhere, "
-                    "f64 RoPE angle)");
+                    "With --outputs: the external engine's precision profile, a name from profiles/ (" +
+                        names_of(conformance::named_profiles(conformance::default_profiles_dir())) +
+                        ") or a profile JSON file, with optional per-class overrides (default: f32 everywhere, "
+                        "storage as configured, f64 RoPE angles; docs/golden-format.md §5)");
   check->add_option("--timeout-ms", chk.timeout_ms, "Plugins: per-call timeout in milliseconds (default 60000)");
   check->add_option("--junit", chk.junit_file, "Write a JUnit XML report");
   check->add_option("--json", chk.json_file, "Write a JSON report");

@@ -1,6 +1,7 @@
 #include "export_engine.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -75,16 +76,32 @@ void copy_name(char (&dst)[RINGKV_NAME_SIZE], const std::string& s) {
   std::memcpy(dst, s.data(), std::min<size_t>(s.size(), RINGKV_NAME_SIZE - 1));
 }
 
+int32_t storage_of(const std::optional<Precision>& p, bool storage_as_configured) {
+  return storage_as_configured || !p ? RINGKV_PRECISION_AS_CONFIGURED : static_cast<int32_t>(*p);
+}
+
 ringkv_precision_profile profile_of(const PrecisionProfile& p, bool storage_as_configured) {
   ringkv_precision_profile r;
   r.struct_size = sizeof r;
   r.q_dot = static_cast<int32_t>(p.q_dot);
-  r.k_storage = storage_as_configured ? RINGKV_PRECISION_AS_CONFIGURED : static_cast<int32_t>(p.k_storage);
-  r.v_storage = storage_as_configured ? RINGKV_PRECISION_AS_CONFIGURED : static_cast<int32_t>(p.v_storage);
-  r.accumulator = static_cast<int32_t>(p.accumulator);
+  r.k_storage = storage_of(p.k_storage, storage_as_configured);
+  r.v_storage = storage_of(p.v_storage, storage_as_configured);
+  // For ABI 1.0 hosts: the coarser of the two accumulators (larger unit roundoff).
+  r.accumulator = static_cast<int32_t>(unit_roundoff(p.pv_accumulator) > unit_roundoff(p.qk_accumulator) ? p.pv_accumulator
+                                                                                                         : p.qk_accumulator);
   r.p_before_pv = static_cast<int32_t>(p.p_before_pv);
   r.output = static_cast<int32_t>(p.output);
   r.rope_angle = static_cast<int32_t>(p.rope_angle);
+  return r;
+}
+
+ringkv_precision_profile2 profile2_of(const PrecisionProfile& p) {
+  ringkv_precision_profile2 r;
+  r.struct_size = sizeof r;
+  r.split_accumulators = 1;
+  r.qk_accumulator = static_cast<int32_t>(p.qk_accumulator);
+  r.pv_accumulator = static_cast<int32_t>(p.pv_accumulator);
+  r.q_quant = static_cast<int32_t>(p.q_quant);
   return r;
 }
 
@@ -164,6 +181,7 @@ ringkv_status api_get_capabilities(ringkv_capabilities* caps) {
     k.max_tokens = c.max_tokens;
     k.precision = profile_of(s.precision, s.storage_as_configured);
     copy_name(k.name, s.factory.name);
+    k.precision2 = profile2_of(s.precision);
     const uint32_t size = std::min<uint32_t>(caps->struct_size, sizeof k);
     const uint32_t theirs = caps->struct_size;
     std::memcpy(caps, &k, size);
@@ -218,11 +236,19 @@ const char* api_last_error(ringkv_engine* h) { return h ? h->error.c_str() : "no
 
 ringkv_status api_get_info(ringkv_engine* h, ringkv_engine_info* info) {
   return guarded(h, [&] {
-    if (info == nullptr || info->struct_size < sizeof(ringkv_engine_info)) fail(RINGKV_ERR_INVALID_ARGUMENT, "bad info struct");
+    // An ABI 1.0 host's struct ends before precision2: fill what it has.
+    if (info == nullptr || info->struct_size < offsetof(ringkv_engine_info, precision2)) {
+      fail(RINGKV_ERR_INVALID_ARGUMENT, "bad info struct");
+    }
     const EngineInfo i = h->engine->info();
-    info->deterministic = i.deterministic ? 1 : 0;
-    info->precision = profile_of(i.precision, false);
-    copy_name(info->name, i.name);
+    ringkv_engine_info k{};
+    k.deterministic = i.deterministic ? 1 : 0;
+    k.precision = profile_of(i.precision, false);
+    copy_name(k.name, i.name);
+    k.precision2 = profile2_of(i.precision);
+    const uint32_t theirs = info->struct_size;
+    std::memcpy(info, &k, std::min<uint32_t>(theirs, sizeof k));
+    info->struct_size = theirs;
   });
 }
 

@@ -118,17 +118,6 @@ Precision precision_of(int32_t p, DType configured, const std::string& field) {
   return static_cast<Precision>(p);
 }
 
-PrecisionProfile map_profile(const ringkv_precision_profile& p, const Config& c) {
-  PrecisionProfile r;
-  r.q_dot = precision_of(p.q_dot, c.k_format.dtype, "q_dot");
-  r.k_storage = precision_of(p.k_storage, c.k_format.dtype, "k_storage");
-  r.v_storage = precision_of(p.v_storage, c.v_format.dtype, "v_storage");
-  r.accumulator = precision_of(p.accumulator, c.k_format.dtype, "accumulator");
-  r.p_before_pv = precision_of(p.p_before_pv, c.k_format.dtype, "p_before_pv");
-  r.output = precision_of(p.output, c.k_format.dtype, "output");
-  r.rope_angle = precision_of(p.rope_angle, c.k_format.dtype, "rope_angle");
-  return r;
-}
 
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
 constexpr Int8Scheme kSchemes[] = {Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
@@ -631,12 +620,12 @@ class PluginEngine final : public Engine {
       const auto info_status = in.get<uint32_t>();
       info_.name = std::string("plugin:") + host_->caps().name;
       info_.deterministic = host_->caps().deterministic != 0;
-      info_.precision = map_profile(host_->caps().precision, config_);
+      info_.precision = map_profile(host_->caps().precision, host_->caps().precision2, config_);
       if (info_status == RINGKV_OK) {
         const auto info = in.get<ringkv_engine_info>();
         if (info.name[0] != '\0') info_.name = std::string("plugin:") + info.name;
         info_.deterministic = info.deterministic != 0;
-        info_.precision = map_profile(info.precision, config_);
+        info_.precision = map_profile(info.precision, info.precision2, config_);
       } else if (info_status != RINGKV_ERR_UNSUPPORTED) {
         host_->throw_plugin_status(info_status, in.rest(), "get_info");
       }
@@ -887,6 +876,26 @@ class PluginEngine final : public Engine {
 }  // namespace
 
 // ---------------------------------------------------------------- public API
+
+PrecisionProfile map_profile(const ringkv_precision_profile& p, const ringkv_precision_profile2& p2, const Config& c) {
+  PrecisionProfile r;
+  r.q_dot = precision_of(p.q_dot, c.k_format.dtype, "q_dot");
+  r.k_storage = precision_of(p.k_storage, c.k_format.dtype, "k_storage");
+  r.v_storage = precision_of(p.v_storage, c.v_format.dtype, "v_storage");
+  r.qk_accumulator = r.pv_accumulator = precision_of(p.accumulator, c.k_format.dtype, "accumulator");
+  if (p2.split_accumulators != 0) {
+    r.qk_accumulator = precision_of(p2.qk_accumulator, c.k_format.dtype, "qk_accumulator");
+    r.pv_accumulator = precision_of(p2.pv_accumulator, c.k_format.dtype, "pv_accumulator");
+  }
+  if (p2.q_quant != RINGKV_Q_QUANT_NONE && p2.q_quant != RINGKV_Q_QUANT_Q8_0) {
+    throw Error("plugin declares precision2.q_quant = " + std::to_string(p2.q_quant) + ": not a ringkv_q_quant (0 none, 1 q8_0)");
+  }
+  r.q_quant = p2.q_quant == RINGKV_Q_QUANT_Q8_0 ? QueryQuant::q8_0 : QueryQuant::none;
+  r.p_before_pv = precision_of(p.p_before_pv, c.k_format.dtype, "p_before_pv");
+  r.output = precision_of(p.output, c.k_format.dtype, "output");
+  r.rope_angle = precision_of(p.rope_angle, c.k_format.dtype, "rope_angle");
+  return r;
+}
 
 Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot) {
   Capabilities c;

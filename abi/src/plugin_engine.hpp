@@ -75,4 +75,10 @@ EngineFactory plugin_engine_factory(std::shared_ptr<Plugin> plugin);
 /// ringkv::Capabilities of a plugin's declaration.
 Capabilities map_capabilities(const ringkv_capabilities& caps, bool has_snapshot);
 
+/// ringkv::PrecisionProfile of a plugin's declaration for a config. precision2 all zero (what the
+/// host leaves for an ABI 1.0 plugin, which does not know it) means profile 1: q.k and P.V both
+/// accumulate in precision.accumulator, q is not quantised. Throws ringkv::Error on a value that is
+/// not a ringkv_precision / ringkv_q_quant, naming the field.
+PrecisionProfile map_profile(const ringkv_precision_profile& p, const ringkv_precision_profile2& p2, const Config& c);
+
 }  // namespace ringkv::abi

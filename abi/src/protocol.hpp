@@ -159,7 +159,7 @@ class Reader {
   void get_array(T* out, size_t n) {
     static_assert(std::is_trivially_copyable_v<T>);
     if (n == 0) return;
-    need(n * sizeof(T));
+    if (n > (size_ - pos_) / sizeof(T)) throw std::runtime_error("protocol: message too short");  // n * sizeof(T) may wrap
     std::memcpy(out, data_ + pos_, n * sizeof(T));
     pos_ += n * sizeof(T);
   }

@@ -1,4 +1,5 @@
-// ringkv_plugin_worker: the process a plugin engine runs in.
+// ringkv_plugin_worker: the process a plugin engine runs in (its main: worker_main.cpp; this file
+// serves the requests, worker.hpp).
 //
 //   ringkv_plugin_worker PLUGIN.so GUARD_FLOATS      (started by plugin_engine.cpp, never by hand)
 //
@@ -31,9 +32,10 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "worker.hpp"
 
 #include "protocol.hpp"
 #include "ringkv/engine_abi.h"
@@ -43,6 +45,8 @@ namespace {
 using namespace ringkv::abi::wire;
 
 // ---------------------------------------------------------------- io
+
+int g_fd = kWorkerFd;  // the socket requests come from and replies go to (serve_requests' fd)
 
 bool read_full(int fd, void* buf, size_t n) {
   auto* p = static_cast<uint8_t*>(buf);
@@ -64,6 +68,19 @@ bool write_full(int fd, const void* buf, size_t n) {
     if (r <= 0) return false;
     p += r;
     n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// A request's payload of n bytes, the buffer grown as they arrive: a garbled length (up to
+// kMaxPayload, 64 GiB) allocates no more than the bytes actually sent, plus one 16 MiB chunk.
+bool read_payload(int fd, uint64_t n, std::vector<uint8_t>& payload) {
+  constexpr uint64_t kChunk = uint64_t{1} << 24;
+  payload.clear();
+  while (payload.size() < n) {
+    const size_t have = payload.size(), more = static_cast<size_t>(std::min(kChunk, n - have));
+    payload.resize(have + more);
+    if (!read_full(fd, payload.data() + have, more)) return false;
   }
   return true;
 }
@@ -96,7 +113,7 @@ void reply(uint32_t status, const std::vector<uint8_t>& payload) {
   Header h;
   h.code = status;
   h.length = payload.size();
-  if (!write_message(kWorkerFd, h, payload.data(), payload.size())) _exit(0);
+  if (!write_message(g_fd, h, payload.data(), payload.size())) _exit(0);
 }
 
 void reply_error(uint32_t status, const std::string& message) {
@@ -159,8 +176,8 @@ void on_fault(int sig, siginfo_t* info, void*) {
     Header h;
     h.code = kStatusOutOfBounds;
     h.length = t.n;
-    (void)!::write(kWorkerFd, &h, sizeof h);
-    (void)!::write(kWorkerFd, t.buf, t.n);
+    (void)!::write(g_fd, &h, sizeof h);
+    (void)!::write(g_fd, t.buf, t.n);
     _exit(4);
   }
   ::signal(sig, SIG_DFL);  // not ours: returning re-runs the access, which now ends the process as before
@@ -291,7 +308,10 @@ class Guarded {
 template <typename T>
 class Input {
  public:
-  Input(std::string what, Reader& in, size_t n) : what_(std::move(what)), n_(n), data_(n) {
+  Input(std::string what, Reader& in, size_t n) : what_(std::move(what)), n_(n) {
+    // Before allocating: a garbled count must not allocate more than the request holds.
+    if (n > in.remaining() / sizeof(T)) throw std::runtime_error("protocol: message too short for " + what_);
+    data_.resize(n);
     wire_ = in.here();
     in.get_array(data_.data(), n);
   }
@@ -322,6 +342,8 @@ std::string describe_version(uint32_t v) {
   return std::to_string(RINGKV_ABI_VERSION_GET_MAJOR(v)) + "." + std::to_string(RINGKV_ABI_VERSION_GET_MINOR(v));
 }
 
+void use_table(ringkv_engine_api_get_fn get);
+
 void load_plugin() {
   void* lib = ::dlopen(g_plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
@@ -338,6 +360,11 @@ void load_plugin() {
   ringkv_engine_api_get_fn get = nullptr;
   static_assert(sizeof(get) == sizeof(sym));
   std::memcpy(&get, &sym, sizeof get);
+  use_table(get);
+}
+
+// The version and table checks on the plugin's ringkv_engine_api_get.
+void use_table(ringkv_engine_api_get_fn get) {
   const ringkv_engine_api* api = get(RINGKV_ABI_VERSION_MAJOR);
   const std::string ours = describe_version(RINGKV_ABI_VERSION);
   if (api == nullptr) {
@@ -416,6 +443,7 @@ void serve(Op op, Reader& in) {
       std::memset(&caps, 0, sizeof caps);
       caps.struct_size = sizeof caps;
       caps.precision.struct_size = sizeof caps.precision;
+      caps.precision2.struct_size = sizeof caps.precision2;
       const ringkv_status st = g_api->get_capabilities(&caps);
       if (st != RINGKV_OK) {
         return reply_error(kStatusWorkerError, "plugin " + g_plugin_path + ": get_capabilities failed with status " +
@@ -456,6 +484,7 @@ void serve(Op op, Reader& in) {
         Guarded<ringkv_engine_info> info("the ringkv_engine_info struct", 1, ringkv_engine_info{});
         info.data()->struct_size = sizeof(ringkv_engine_info);
         info.data()->precision.struct_size = sizeof(ringkv_precision_profile);
+        info.data()->precision2.struct_size = sizeof(ringkv_precision_profile2);
         const ringkv_status ist = g_api->get_info(e, info.data());
         const std::string oob = info.check();
         if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);  // the host kills this worker
@@ -484,6 +513,7 @@ void serve(Op op, Reader& in) {
       Guarded<ringkv_engine_info> info("the ringkv_engine_info struct", 1, ringkv_engine_info{});
       info.data()->struct_size = sizeof(ringkv_engine_info);
       info.data()->precision.struct_size = sizeof(ringkv_precision_profile);
+      info.data()->precision2.struct_size = sizeof(ringkv_precision_profile2);
       const ringkv_status st = g_api->get_info(h.engine, info.data());
       const std::string oob = info.check();
       if (!oob.empty()) return reply_error(kStatusOutOfBounds, oob);
@@ -495,6 +525,11 @@ void serve(Op op, Reader& in) {
     case Op::step: {
       Handle& h = handle_of(in.get<uint64_t>());
       const uint32_t nr = in.get<uint32_t>(), na = in.get<uint32_t>();
+      // 12 bytes per reset and per append follow: garbled counts must not allocate before that is checked.
+      if ((uint64_t{nr} + na) * 12 > in.remaining()) {
+        throw std::runtime_error("protocol: step of " + std::to_string(nr) + " resets and " + std::to_string(na) +
+                                 " appends in " + std::to_string(in.remaining()) + " bytes");
+      }
       std::vector<ringkv_reset> resets(nr);
       for (ringkv_reset& r : resets) {
         std::memset(&r, 0, sizeof r);
@@ -642,42 +677,44 @@ void serve(Op op, Reader& in) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s PLUGIN.so GUARD_FLOATS (started by ringkv, not by hand)\n", argv[0]);
-    return 2;
-  }
-  ::signal(SIGPIPE, SIG_IGN);
+namespace ringkv::abi::worker {
+
+void load_plugin(const std::string& path) {
+  g_plugin_path = path;
+  ::load_plugin();
+}
+
+void use_table(ringkv_engine_api_get_fn get, const std::string& name) {
+  g_plugin_path = name;
+  g_load_error.clear();
+  g_api = nullptr;
+  ::use_table(get);
+}
+
+void set_guard_floats(size_t n) { g_guard_floats = n; }
+
+void install_fault_handler() {
   struct sigaction fault {};
   fault.sa_sigaction = on_fault;
   fault.sa_flags = SA_SIGINFO;
   sigemptyset(&fault.sa_mask);
   ::sigaction(SIGSEGV, &fault, nullptr);
   ::sigaction(SIGBUS, &fault, nullptr);
-  // If the host dies while the plugin hangs, nobody is left to kill us: leave when we are orphaned.
-  const pid_t host = ::getppid();
-  std::thread([host] {
-    for (;;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      if (::getppid() != host) _exit(3);
-    }
-  }).detach();
-  ::dup2(2, 1);  // whatever the plugin prints goes to stderr, never into the host's stdout
-  g_plugin_path = argv[1];
-  g_guard_floats = static_cast<size_t>(std::strtoul(argv[2], nullptr, 10));
-  load_plugin();
+}
+
+void serve_requests(int fd) {
+  g_fd = fd;
   std::vector<uint8_t> payload;
   Spinner spinner;  // polls for the next request for a moment before blocking (protocol.hpp)
   for (;;) {
     Header h;
-    spin_until_readable(kWorkerFd, spinner);
-    if (!read_full(kWorkerFd, &h, sizeof h)) break;  // the host is done (or gone)
+    spin_until_readable(fd, spinner);
+    if (!read_full(fd, &h, sizeof h)) break;  // the host is done (or gone)
     if (h.length > kMaxPayload) {
       reply_error(kStatusWorkerError, "protocol: request of " + std::to_string(h.length) + " bytes");
       break;
     }
-    payload.resize(h.length);
-    if (!read_full(kWorkerFd, payload.data(), payload.size())) break;
+    if (!read_payload(fd, h.length, payload)) break;
     Reader in(payload.data(), payload.size());
     try {
       serve(static_cast<Op>(h.code), in);
@@ -685,7 +722,11 @@ int main(int argc, char** argv) {
       reply_error(kStatusWorkerError, std::string("worker: ") + e.what());
     }
   }
-  // Exit without destroying the remaining engines: the host has stopped listening, and a plugin's
-  // teardown (a device context, say) must not keep it waiting.
-  _exit(0);
 }
+
+void destroy_engines() {
+  for (auto& [id, h] : g_engines) g_api->destroy(h.engine);
+  g_engines.clear();
+}
+
+}  // namespace ringkv::abi::worker

@@ -7,13 +7,16 @@
 
 #define RINGKV_CHECK(name, cond) typedef char ringkv_check_##name[(cond) ? 1 : -1]
 
-RINGKV_CHECK(version, RINGKV_ABI_VERSION == 0x10000u);
+RINGKV_CHECK(version, RINGKV_ABI_VERSION == 0x10001u);
 RINGKV_CHECK(profile_size, sizeof(ringkv_precision_profile) == 32);
 RINGKV_CHECK(caps_head_dims, offsetof(ringkv_capabilities, head_dims) == 72);
 RINGKV_CHECK(caps_max_window, offsetof(ringkv_capabilities, max_window) == 200);
 RINGKV_CHECK(caps_precision, offsetof(ringkv_capabilities, precision) == 216);
-RINGKV_CHECK(caps_size, sizeof(ringkv_capabilities) == 312);
-RINGKV_CHECK(info_size, sizeof(ringkv_engine_info) == 104);
+RINGKV_CHECK(profile2_size, sizeof(ringkv_precision_profile2) == 20);
+RINGKV_CHECK(caps_precision2, offsetof(ringkv_capabilities, precision2) == 312); /* ABI 1.1: after the 1.0 fields */
+RINGKV_CHECK(caps_size, sizeof(ringkv_capabilities) == 336);
+RINGKV_CHECK(info_precision2, offsetof(ringkv_engine_info, precision2) == 104);
+RINGKV_CHECK(info_size, sizeof(ringkv_engine_info) == 124);
 RINGKV_CHECK(tensor_shape, offsetof(ringkv_tensor, shape) == 24);
 RINGKV_CHECK(tensor_data, offsetof(ringkv_tensor, data) == 88);
 RINGKV_CHECK(tensor_size, sizeof(ringkv_tensor) == 96);

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -110,12 +111,84 @@ Case small_case(int64_t max_tokens) {
 // ---------------------------------------------------------------- the header and loading
 
 TEST(EngineAbi, HeaderLayoutIsPinned) {
-  static_assert(sizeof(ringkv_capabilities) == 312);
+  static_assert(sizeof(ringkv_capabilities) == 336);
+  static_assert(offsetof(ringkv_capabilities, precision2) == 312);  // ABI 1.1: after every 1.0 field
+  static_assert(offsetof(ringkv_engine_info, precision2) == 104);
   static_assert(sizeof(ringkv_append) == 400);
   static_assert(sizeof(ringkv_tensor) == 96);
   static_assert(sizeof(ringkv_snapshot_result) == 80);
   static_assert(RINGKV_ABI_VERSION_GET_MAJOR(RINGKV_ABI_VERSION) == 1);
   EXPECT_STREQ(RINGKV_ENGINE_API_SYMBOL, "ringkv_engine_api_get");
+}
+
+// ABI 1.1 precision profile 2: a 1.0 plugin leaves precision2 as the host zeroed it, which means
+// both accumulators are `accumulator` and q is not quantised; a 1.1 plugin splits them.
+TEST(EngineAbi, PrecisionProfile2ReadsOldPluginsAsOneAccumulator) {
+  Config c;
+  c.k_format.dtype = DType::int8;
+  ringkv_precision_profile p{};
+  p.struct_size = sizeof p;
+  p.q_dot = RINGKV_PRECISION_F16;
+  p.k_storage = RINGKV_PRECISION_AS_CONFIGURED;
+  p.v_storage = RINGKV_PRECISION_AS_CONFIGURED;
+  p.accumulator = RINGKV_PRECISION_F16;
+  p.p_before_pv = RINGKV_PRECISION_F16;
+  p.output = RINGKV_PRECISION_F32;
+  p.rope_angle = RINGKV_PRECISION_F64;
+  ringkv_precision_profile2 p2{};  // a 1.0 plugin: as the host zeroed it
+  const PrecisionProfile old = map_profile(p, p2, c);
+  EXPECT_EQ(old.qk_accumulator, Precision::f16);
+  EXPECT_EQ(old.pv_accumulator, Precision::f16);
+  EXPECT_EQ(old.q_quant, QueryQuant::none);
+  EXPECT_EQ(old.k_storage, Precision::int8);
+  p2.split_accumulators = 1;
+  p2.qk_accumulator = RINGKV_PRECISION_F32;
+  p2.pv_accumulator = RINGKV_PRECISION_F16;
+  p2.q_quant = RINGKV_Q_QUANT_Q8_0;
+  const PrecisionProfile split = map_profile(p, p2, c);
+  EXPECT_EQ(split.qk_accumulator, Precision::f32);
+  EXPECT_EQ(split.pv_accumulator, Precision::f16);
+  EXPECT_EQ(split.q_quant, QueryQuant::q8_0);
+  p2.q_quant = 7;
+  try {
+    map_profile(p, p2, c);
+    ADD_FAILURE() << "q_quant = 7 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("precision2.q_quant = 7"), std::string::npos) << e.what();
+  }
+}
+
+// Through the worker: a control declaring f16-pv-accumulation reports its split accumulators, and
+// an ABI 1.0 host (an info struct that ends before precision2) still gets its 1.0 fields, with the
+// coarser accumulator in `accumulator`.
+TEST(EngineAbi, PrecisionProfile2CrossesTheAbi) {
+  const EngineFactory f = plugin_engine_factory(plugin_path("mutant_f16pv_engine"), options());
+  const auto e = f.create(small_case(16).config);
+  const PrecisionProfile got = e->info().precision;
+  EXPECT_EQ(got.qk_accumulator, Precision::f32);
+  EXPECT_EQ(got.pv_accumulator, Precision::f16);
+  EXPECT_EQ(got.q_dot, Precision::f16);
+  const EngineFactory q8 = plugin_engine_factory(plugin_path("mutant_q8_0dot_engine"), options());
+  EXPECT_EQ(q8.create(small_case(16).config)->info().precision.q_quant, QueryQuant::q8_0);
+
+  void* lib = dlopen(plugin_path("mutant_f16pv_engine").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  const auto get = reinterpret_cast<const ringkv_engine_api* (*)(uint32_t)>(dlsym(lib, RINGKV_ENGINE_API_SYMBOL));
+  ASSERT_NE(get, nullptr);
+  const ringkv_engine_api& api = *get(RINGKV_ABI_VERSION_MAJOR);
+  const std::string json = conformance::config_to_json(small_case(16).config).dump();
+  ringkv_engine* h = nullptr;
+  char err[256] = {};
+  ASSERT_EQ(api.create(json.c_str(), json.size(), &h, err, sizeof err), RINGKV_OK) << err;
+  ringkv_engine_info info;
+  std::memset(&info, 0xAB, sizeof info);
+  info.struct_size = offsetof(ringkv_engine_info, precision2);  // an ABI 1.0 host
+  ASSERT_EQ(api.get_info(h, &info), RINGKV_OK) << api.last_error(h);
+  EXPECT_EQ(info.struct_size, offsetof(ringkv_engine_info, precision2));
+  EXPECT_EQ(info.precision.accumulator, RINGKV_PRECISION_F16);
+  EXPECT_EQ(info.precision2.struct_size, 0xABABABABu) << "wrote past the 1.0 struct";
+  api.destroy(h);
+  dlclose(lib);
 }
 
 TEST(EngineAbi, ReferencePluginDeclaresTheReferenceCapabilities) {
@@ -150,7 +223,7 @@ TEST(EngineAbi, BadAbiVersionIsRefusedNamingBothVersions) {
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("implements ringkv engine ABI 99.0"), std::string::npos) << m;
-    EXPECT_NE(m.find("this ringkv speaks ABI 1.0"), std::string::npos) << m;
+    EXPECT_NE(m.find("this ringkv speaks ABI 1.1"), std::string::npos) << m;
     EXPECT_NE(m.find("libringkv_plugin_bad_version.so"), std::string::npos) << m;
   }
 }

@@ -1,6 +1,7 @@
 // ringkv golden: judging an engine against a case: capabilities, outputs within the bound, the stored cache.
 #include "golden/golden.hpp"
 #include "golden/detail.hpp"
+#include "golden/rope_verdict.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -73,17 +74,39 @@ std::string capability_gap(const Capabilities& caps, const Config& cfg) {
 
 namespace {
 
+// A mismatch located at one row's (step, sequence, token, position), layer and head.
+GoldenMismatch mismatch_at(const GoldenRow& gr, int layer, int head) {
+  GoldenMismatch m;
+  m.step = gr.step;
+  m.sequence = gr.sequence;
+  m.token = gr.index;
+  m.position = gr.position;
+  m.layer = layer;
+  m.head = head;
+  return m;
+}
+
 // Compares outputs one element at a time and keeps the first failure.
 class OutputChecker {
  public:
-  OutputChecker(const GoldenCase& g, const PrecisionProfile& profile, GoldenOutcome* outcome) : g_(g), r_(*outcome) {
-    for (int l = 0; l < g.layers(); ++l) ctx_.push_back(conformance::make_bound_context(g.c.config, l, profile));
+  /// rope_term false: the bound's RoPE term off (the rotation is known to be spec §8's, or judged apart).
+  OutputChecker(const GoldenCase& g, const PrecisionProfile& profile, GoldenOutcome* outcome, bool rope_term = true)
+      : g_(g), r_(*outcome) {
+    for (int l = 0; l < g.layers(); ++l) {
+      ctx_.push_back(conformance::make_bound_context(g.c.config, l, profile));
+      ctx_.back().rope = ctx_.back().rope && rope_term;
+    }
   }
 
+  /// Against the file's expected output and bound inputs.
   void check(int64_t row, int l, int h, int d, float got) {
     const size_t i = g_.q_offset(l, row, h) + static_cast<size_t>(d);
-    const double e = g_.expected_f64[i];
-    const double bound = conformance::output_bound(ctx_[static_cast<size_t>(l)], g_.score(l, row, h), g_.dim(l, row, h, d));
+    check(row, l, h, d, got, g_.expected_f64[i], g_.score(l, row, h), g_.dim(l, row, h, d));
+  }
+
+  /// Against an expected output and bound inputs computed otherwise (rope_verdict.hpp's RotatedOracle).
+  void check(int64_t row, int l, int h, int d, float got, double e, const ScoreStats& score, const conformance::DimStats& dim) {
+    const double bound = conformance::output_bound(ctx_[static_cast<size_t>(l)], score, dim);
     const double err = std::fabs(double(got) - e);
     ++r_.outputs_checked;
     const double ratio = std::isnan(err) ? INFINITY : bound > 0 ? err / bound : (err == 0 ? 0.0 : INFINITY);
@@ -92,14 +115,8 @@ class OutputChecker {
     ++r_.outputs_failed;
     if (!r_.failure.empty()) return;
     const GoldenRow& gr = g_.rows[static_cast<size_t>(row)];
-    GoldenMismatch m;
+    GoldenMismatch m = mismatch_at(gr, l, h);
     m.what = "output";
-    m.step = gr.step;
-    m.sequence = gr.sequence;
-    m.token = gr.index;
-    m.position = gr.position;
-    m.layer = l;
-    m.head = h;
     m.dim = d;
     m.expected = e;
     m.got = got;
@@ -145,9 +162,104 @@ double int8_step(const KvFormat& f, int D, const float* row_scales, int e) {
   return row_scales[e / int8_group_size(f.int8_scheme, D)];
 }
 
+// Per element of K row (layer, row, kv head): how far the engine's declared rope_angle lets its rotation
+// move it beyond spec §8's (rope_verdict.hpp); empty for f64 angles or no RoPE, which need none.
+std::vector<double> declared_rope_slack(const GoldenCase& g, int layer, int64_t row, int h, Precision rope_angle) {
+  const RopeConfig& rope = g.c.config.layers[static_cast<size_t>(layer)].rope;
+  if (rope_angle == Precision::f64 || rope.style == RopeStyle::none) return {};
+  std::vector<double> slack(static_cast<size_t>(g.c.config.head_dim));
+  rotation_slack(rope, g.c.config.head_dim, g.rows[static_cast<size_t>(row)].position, unit_roundoff(rope_angle),
+                 g.k.data() + g.kv_offset(layer, row, h), slack.data());
+  return slack;
+}
+
+// Compares one stored row (one token, one kv head) of K or V with `want`, the spec's (§6): INT8
+// scales and codes where the engine gives them, then the decoded values; K with RoPE within one step
+// of its format when `relaxed`, plus `slack` (declared_rope_slack; empty: none). `src` is the row's
+// offset in want's [L][R][Hkv][D] tensors, `at` names the row in messages. Returns "" or the failure
+// (and fills m's what, dim, expected, got, bound).
+std::string compare_stored_row(const KvFormat& f, int D, const GoldenStored& want, size_t src, const float* got,
+                               const int8_t* got_codes, const float* got_scales, bool is_k, bool relaxed,
+                               const std::vector<double>& slack, int h, const std::string& at, GoldenMismatch* m,
+                               int64_t* checked) {
+  const auto slack_of = [&](int e) { return relaxed && !slack.empty() ? slack[static_cast<size_t>(e)] : 0.0; };
+  double max_slack = 0;
+  for (int e = 0; e < D; ++e) max_slack = std::max(max_slack, slack_of(e));
+  const int spr = scales_per_row(f, D);
+  const char* KV = is_k ? "K" : "V";
+  const bool int8 = f.dtype == DType::int8;
+  double rel = 0, floor_abs = 0;
+  format_quantum(f, &rel, &floor_abs);
+  const float* want_scales = int8 && spr > 0 ? want.scales.data() + src / static_cast<size_t>(D) * static_cast<size_t>(spr) : nullptr;
+  if (want_scales && got_scales) {
+    for (int e = 0; e < spr; ++e) {
+      const float gsc = got_scales[e], wsc = want_scales[e];
+      ++*checked;
+      // A rotation within the declared rope_angle moves amax, hence the scale amax/127, by up to max_slack/127.
+      const bool ok = relaxed ? std::fabs(double(gsc) - double(wsc)) <=
+                                    (f.int8_scheme == Int8Scheme::q8_0 ? 0x1p-9 : 0x1p-20) * std::fabs(double(wsc)) +
+                                        max_slack / 127.0
+                              : same_bits(gsc, wsc);
+      if (!ok) {
+        m->what = std::string(KV) + " scale";
+        m->dim = e;
+        m->expected = wsc;
+        m->got = gsc;
+        return at + " " + KV + " scale[head " + std::to_string(h) + "][group " + std::to_string(e) + "] is " + fmt(gsc) +
+               ", spec says " + fmt(wsc) + " (" + to_string(f) + ")";
+      }
+    }
+  }
+  for (int e = 0; e < D; ++e) {
+    const float gv = got[e], wv = want.value[src + static_cast<size_t>(e)];
+    const bool tie = int8 && want.tie[src + static_cast<size_t>(e)] != 0;
+    const double step_e = int8 ? int8_step(f, D, want_scales, e) : 0.0;
+    const double diff = std::fabs(double(gv) - double(wv));
+    if (int8 && got_codes) {  // codes first: they are what INT8 stores
+      const int gc = got_codes[e], wc = want.codes[src + static_cast<size_t>(e)];
+      const int dc = gc - wc;
+      ++*checked;
+      const int codes_off = relaxed && step_e > 0 ? 1 + static_cast<int>(std::ceil(slack_of(e) / step_e)) : 1;
+      if (!(dc == 0 || ((tie || relaxed) && std::abs(dc) <= codes_off))) {
+        m->what = std::string(KV) + " code";
+        m->dim = e;
+        m->expected = wc;
+        m->got = gc;
+        return at + " " + KV + " code[head " + std::to_string(h) + "][dim " + std::to_string(e) + "] is " +
+               std::to_string(gc) + ", spec says " + std::to_string(wc) + (tie ? " (tie window: +-1 allowed)" : "") + " (" +
+               to_string(f) + ")";
+      }
+    }
+    bool ok;
+    double allowed = 0;
+    if (relaxed) {
+      allowed = (int8 ? 1.001 * step_e + 0x1p-20 * std::fabs(double(wv))
+                      : 1.001 * (rel * std::fabs(double(wv)) + floor_abs) + 0x1p-20 * std::fabs(double(wv))) +
+                slack_of(e);
+      ok = diff <= allowed;
+    } else {
+      allowed = tie ? 1.0001 * step_e : 0.0;
+      // INT8 zero codes decode to a zero whose sign carries nothing (spec §10.4).
+      ok = same_bits(gv, wv) || (int8 && gv == 0.0f && wv == 0.0f) || (tie && diff <= allowed);
+    }
+    ++*checked;
+    if (!ok) {
+      m->what = std::string("stored ") + KV;
+      m->dim = e;
+      m->expected = wv;
+      m->got = gv;
+      m->bound = allowed;
+      return at + " " + KV + "[head " + std::to_string(h) + "][dim " + std::to_string(e) + "] stores " + fmt(gv) +
+             ", spec says " + fmt(wv) + " (" + to_string(f) + (relaxed ? ", rotated K: within " + fmt(allowed) : std::string()) +
+             ")";
+    }
+  }
+  return "";
+}
+
 // Compares one snapshot with what the file says the ring holds.
 std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, const std::vector<int64_t>& hist_rows,
-                           const CacheSnapshot& snap, const GoldenCheckOptions& opt, GoldenOutcome* r) {
+                           const CacheSnapshot& snap, const GoldenCheckOptions& opt, Precision rope_angle, GoldenOutcome* r) {
   const Config& cfg = g.c.config;
   const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
   const RingGeometry geo{L.sinks, L.window, ring_capacity(L, cfg.max_tokens)};
@@ -195,89 +307,25 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
     if (j < 0) continue;
     m.token = j;
     m.position = want;
+    const std::string at = "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ")";
     for (int pass = 0; pass < 2; ++pass) {
       const bool is_k = pass == 0;
-      const GoldenStored& gs = is_k ? g.k_stored : g.v_stored;
       const KvFormat& f = is_k ? cfg.k_format : cfg.v_format;
-      const std::vector<float>& got = is_k ? snap.k : snap.v;
       const std::vector<int8_t>& codes = is_k ? snap.k_codes : snap.v_codes;
       const std::vector<float>& scales = is_k ? snap.k_scales : snap.v_scales;
-      const int spr = scales_per_row(f, D);
-      const bool relaxed = is_k && roped;
-      const char* KV = is_k ? "K" : "V";
-      const bool int8 = f.dtype == DType::int8;
-      double rel = 0, floor_abs = 0;
-      format_quantum(f, &rel, &floor_abs);
+      const size_t spr = static_cast<size_t>(scales_per_row(f, D));
+      const bool with_codes = f.dtype == DType::int8 && codes.size() == cap * row_elems;
+      const bool with_scales = f.dtype == DType::int8 && spr > 0 && scales.size() == cap * static_cast<size_t>(H) * spr;
       for (int h = 0; h < H; ++h) {
-        const size_t src = g.kv_offset(layer, row, h);
         const size_t dst = slot * row_elems + static_cast<size_t>(h) * static_cast<size_t>(D);
-        const float* want_scales = int8 && spr > 0
-                                       ? gs.scales.data() + ((static_cast<size_t>(layer) * g.rows.size() + static_cast<size_t>(row)) *
-                                                                 static_cast<size_t>(H) + static_cast<size_t>(h)) * static_cast<size_t>(spr)
-                                       : nullptr;
         m.head = h;
-        if (int8 && spr > 0 && scales.size() == cap * static_cast<size_t>(H) * static_cast<size_t>(spr)) {
-          for (int e = 0; e < spr; ++e) {
-            const float gsc = scales[(slot * static_cast<size_t>(H) + static_cast<size_t>(h)) * static_cast<size_t>(spr) + static_cast<size_t>(e)];
-            const float wsc = want_scales[e];
-            ++r->stored_checked;
-            const bool ok = relaxed ? std::fabs(double(gsc) - double(wsc)) <=
-                                          (f.int8_scheme == Int8Scheme::q8_0 ? 0x1p-9 : 0x1p-20) * std::fabs(double(wsc))
-                                    : same_bits(gsc, wsc);
-            if (!ok) {
-              m.dim = e;
-              m.expected = wsc;
-              m.got = gsc;
-              return fail(std::string(KV) + " scale", "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " + KV +
-                                                          " scale[head " + std::to_string(h) + "][group " + std::to_string(e) +
-                                                          "] is " + fmt(gsc) + ", spec says " + fmt(wsc) + " (" + to_string(f) + ")");
-            }
-          }
-        }
-        for (int e = 0; e < D; ++e) {
-          const float gv = got[dst + static_cast<size_t>(e)], wv = gs.value[src + static_cast<size_t>(e)];
-          const bool tie = int8 && gs.tie[src + static_cast<size_t>(e)] != 0;
-          const double step_e = int8 ? int8_step(f, D, want_scales, e) : 0.0;
-          const double diff = std::fabs(double(gv) - double(wv));
-          if (int8 && codes.size() == cap * row_elems) {  // codes first: they are what INT8 stores
-            const int gc = codes[dst + static_cast<size_t>(e)], wc = gs.codes[src + static_cast<size_t>(e)];
-            const int dc = gc - wc;
-            ++r->stored_checked;
-            if (!(dc == 0 || ((tie || relaxed) && (dc == 1 || dc == -1)))) {
-              m.dim = e;
-              m.expected = wc;
-              m.got = gc;
-              return fail(std::string(KV) + " code",
-                          "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " + KV + " code[head " +
-                              std::to_string(h) + "][dim " + std::to_string(e) + "] is " + std::to_string(gc) +
-                              ", spec says " + std::to_string(wc) + (tie ? " (tie window: +-1 allowed)" : "") + " (" +
-                              to_string(f) + ")");
-            }
-          }
-          bool ok;
-          double allowed = 0;
-          if (relaxed) {
-            allowed = int8 ? 1.001 * step_e + 0x1p-20 * std::fabs(double(wv))
-                           : 1.001 * (rel * std::fabs(double(wv)) + floor_abs) + 0x1p-20 * std::fabs(double(wv));
-            ok = diff <= allowed;
-          } else {
-            allowed = tie ? 1.0001 * step_e : 0.0;
-            // INT8 zero codes decode to a zero whose sign carries nothing (spec §10.4).
-            ok = same_bits(gv, wv) || (int8 && gv == 0.0f && wv == 0.0f) || (tie && diff <= allowed);
-          }
-          const std::string what = std::string("stored ") + KV;
-          ++r->stored_checked;
-          if (!ok) {
-            m.dim = e;
-            m.expected = wv;
-            m.got = gv;
-            m.bound = allowed;
-            return fail(what, "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " + KV + "[head " +
-                                  std::to_string(h) + "][dim " + std::to_string(e) + "] stores " + fmt(gv) + ", spec says " +
-                                  fmt(wv) + " (" + to_string(f) + (relaxed ? ", rotated K: within " + fmt(allowed) : std::string()) +
-                                  ")");
-          }
-        }
+        const std::string text = compare_stored_row(
+            f, D, is_k ? g.k_stored : g.v_stored, g.kv_offset(layer, row, h), (is_k ? snap.k : snap.v).data() + dst,
+            with_codes ? codes.data() + dst : nullptr,
+            with_scales ? scales.data() + (slot * static_cast<size_t>(H) + static_cast<size_t>(h)) * spr : nullptr, is_k,
+            is_k && roped, is_k && roped ? declared_rope_slack(g, layer, row, h, rope_angle) : std::vector<double>{}, h, at,
+            &m, &r->stored_checked);
+        if (!text.empty()) return fail(m.what, text);
       }
     }
   }
@@ -302,7 +350,14 @@ GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, co
     r.failure = std::string("engine creation threw: ") + e.what();
     return r;
   }
-  OutputChecker checker(g, engine->info().precision, &r);
+  const PrecisionProfile profile = engine->info().precision;
+  r.profile = profile;
+  OutputChecker checker(g, profile, &r, !opt.qk_rotated_by_ringkv);
+  if (opt.qk_rotated_by_ringkv) {
+    r.rope = rotated_by_ringkv_verdict();
+  } else if (RopeVerdict v = rope_dominance(g, profile); v.rope_dominated > 0) {
+    r.rope = v;
+  }
   const int B = cfg.batch, L = g.layers();
   const int64_t Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
   bool snapshots = opt.snapshot && factory.capabilities.snapshot;
@@ -368,7 +423,8 @@ GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, co
             snapshots = false;
             break;
           }
-          r.failure = check_snapshot(g, l, s, static_cast<int>(st), since_reset[static_cast<size_t>(s)], *snap, opt, &r);
+          r.failure = check_snapshot(g, l, s, static_cast<int>(st), since_reset[static_cast<size_t>(s)], *snap, opt,
+                                     profile.rope_angle, &r);
         }
       }
     }
@@ -378,10 +434,71 @@ GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, co
 }
 
 GoldenOutcome compare_golden_outputs(const GoldenCase& g, const std::vector<float>& out, const PrecisionProfile& profile) {
+  GoldenOutputs o;
+  o.out = out;
+  return compare_golden_outputs(g, o, profile);
+}
+
+namespace {
+
+// The engine's stored cache of an outputs file, row by row, against `want_k` and the file's V (§6).
+void compare_stored_rows(const GoldenCase& g, const GoldenOutputs& o, const GoldenStored& want_k, bool k_exact,
+                         Precision rope_angle, GoldenOutcome* r) {
+  const Config& cfg = g.c.config;
+  const int D = cfg.head_dim, H = cfg.num_kv_heads;
+  for (int64_t row = 0; row < g.num_rows(); ++row) {  // schedule order: the first failure is the earliest
+    const GoldenRow& gr = g.rows[static_cast<size_t>(row)];
+    for (int l = 0; l < g.layers(); ++l) {
+      const bool roped = cfg.layers[static_cast<size_t>(l)].rope.style != RopeStyle::none;
+      for (int pass = 0; pass < 2; ++pass) {
+        const bool is_k = pass == 0;
+        const std::optional<GoldenStored>& got = is_k ? o.k_stored : o.v_stored;
+        if (!got) continue;
+        const KvFormat& f = is_k ? cfg.k_format : cfg.v_format;
+        const size_t spr = static_cast<size_t>(scales_per_row(f, D));
+        for (int h = 0; h < H; ++h) {
+          const size_t src = g.kv_offset(l, row, h);
+          GoldenMismatch m = mismatch_at(gr, l, h);
+          const std::string at = "stored cache, layer " + std::to_string(l) + ", step " + std::to_string(gr.step) +
+                                 ", sequence " + std::to_string(gr.sequence) + ": row " + std::to_string(row) + " (token " +
+                                 std::to_string(gr.index) + ", position " + std::to_string(gr.position) + ")";
+          const std::string text = compare_stored_row(
+              f, D, is_k ? want_k : g.v_stored, src, got->value.data() + src, got->codes.empty() ? nullptr : got->codes.data() + src,
+              got->scales.empty() ? nullptr : got->scales.data() + src / static_cast<size_t>(D) * spr, is_k,
+              is_k && roped && !k_exact,
+              is_k && roped && !k_exact ? declared_rope_slack(g, l, row, h, rope_angle) : std::vector<double>{}, h, at, &m,
+              &r->stored_checked);
+          if (!text.empty()) {
+            r->failure = text;
+            r->first = m;
+            return;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GoldenOutcome compare_golden_outputs(const GoldenCase& g, const GoldenOutputs& o, const PrecisionProfile& profile) {
   GoldenOutcome r;
-  if (out.size() != g.expected.size()) {
-    r.failure = "outputs hold " + std::to_string(out.size()) + " values, the case has " + std::to_string(g.expected.size());
+  r.profile = profile;
+  if (o.out.size() != g.expected.size()) {
+    r.failure = "outputs hold " + std::to_string(o.out.size()) + " values, the case has " + std::to_string(g.expected.size());
     return r;
+  }
+  const bool rotated = !o.q_rot.empty();
+  if (rotated && (o.q_rot.size() != g.q.size() || o.k_rot.size() != g.k.size())) {
+    r.failure = "q_rot/k_rot hold " + std::to_string(o.q_rot.size()) + "/" + std::to_string(o.k_rot.size()) +
+                " values, the case's q/k " + std::to_string(g.q.size()) + "/" + std::to_string(g.k.size());
+    return r;
+  }
+  // (a) The rotation on its own, first: a wrong rotation is the cause of what follows.
+  std::optional<RopeVerdict> rope;
+  if (rotated) {
+    rope = check_rotation(g, o.q_rot, o.k_rot, profile.rope_angle);
+    if (rope->kind == RopeVerdict::Kind::failed) r.failure = "RoPE: " + rope->failure;
   }
   OutputChecker checker(g, profile, &r);
   const Config& cfg = g.c.config;
@@ -389,9 +506,46 @@ GoldenOutcome compare_golden_outputs(const GoldenCase& g, const std::vector<floa
     for (int l = 0; l < g.layers(); ++l) {
       for (int h = 0; h < cfg.num_q_heads; ++h) {
         const size_t base = g.q_offset(l, row, h);
-        for (int d = 0; d < cfg.head_dim; ++d) checker.check(row, l, h, d, out[base + static_cast<size_t>(d)]);
+        for (int d = 0; d < cfg.head_dim; ++d) checker.check(row, l, h, d, o.out[base + static_cast<size_t>(d)]);
       }
     }
+  }
+  std::optional<RotatedOracle> oracle;
+  if (!rotated) {
+    if (RopeVerdict v = rope_dominance(g, profile); v.rope_dominated > 0) r.rope = v;
+  } else {
+    // (b) Attention from the engine's own rotated values, the bound's RoPE term off.
+    RopeVerdict& v = *rope;
+    oracle.emplace(g, o.q_rot, o.k_rot);
+    GoldenOutcome tight;
+    OutputChecker tight_checker(g, profile, &tight, false);
+    for (int64_t row = 0; row < g.num_rows(); ++row) {
+      for (int l = 0; l < g.layers(); ++l) {
+        for (int h = 0; h < cfg.num_q_heads; ++h) {
+          const conformance::OracleOutput want = oracle->attend(l, row, h);
+          const size_t base = g.q_offset(l, row, h);
+          for (int d = 0; d < cfg.head_dim; ++d) {
+            tight_checker.check(row, l, h, d, o.out[base + static_cast<size_t>(d)], want.o[static_cast<size_t>(d)],
+                                want.score, want.dims[static_cast<size_t>(d)]);
+          }
+        }
+      }
+    }
+    v.tight_checked = tight.outputs_checked;
+    v.tight_failed = tight.outputs_failed;
+    v.tight_worst_ratio = tight.worst_ratio;
+    describe_rope_verdict(&v, profile.rope_angle);
+    if (!tight.failure.empty() && r.failure.empty()) {
+      r.failure = "attention from the engine's own q_rot/k_rot (bound's RoPE term off): " + tight.failure;
+      r.first = tight.first;
+      if (r.first) r.first->what = "output (own q_rot/k_rot)";
+    }
+    r.rope = v;
+  }
+  // The stored cache: K against the storage of the engine's own k_rot when it gave one (exact, spec §11.1:
+  // "given the f32 vector being stored"), else against the file's within one step where RoPE applies.
+  if (r.failure.empty()) {
+    compare_stored_rows(g, o, oracle ? oracle->k_stored() : g.k_stored, oracle.has_value(), profile.rope_angle, &r);
   }
   r.passed = r.failure.empty();
   return r;
@@ -415,7 +569,8 @@ std::vector<double> golden_bounds(const GoldenCase& g, const PrecisionProfile& p
 }
 
 
-GoldenOutcome check_golden_outputs(const GoldenCase& g, const std::string& outputs_path, const PrecisionProfile& profile) {
+GoldenOutcome check_golden_outputs(const GoldenCase& g, const std::string& outputs_path,
+                                   const PrecisionProfile& default_profile) {
   GoldenOutputs o;
   try {
     o = read_golden_outputs(outputs_path, g);
@@ -424,7 +579,17 @@ GoldenOutcome check_golden_outputs(const GoldenCase& g, const std::string& outpu
     r.failure = e.what();
     return r;
   }
-  return compare_golden_outputs(g, o.out, profile);
+  const PrecisionProfile profile = o.profile.value_or(default_profile);  // the file's own declaration first
+  GoldenOutcome r;
+  if (!o.unsupported.empty()) {
+    r.skipped = true;
+    r.skip_reason = "unsupported (outputs file): " + o.unsupported;
+    r.profile = profile;
+  } else {
+    r = compare_golden_outputs(g, o, profile);
+  }
+  r.profile_from_file = o.profile.has_value();
+  return r;
 }
 
 }  // namespace ringkv::golden

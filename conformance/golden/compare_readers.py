@@ -22,12 +22,23 @@ import read_golden_numpy  # noqa: E402
 import read_golden_safetensors  # noqa: E402
 
 F16_ENGINE = dict(golden_bound.REFERENCE_PROFILE, q_dot="f16", p_before_pv="f16", output="f16")
+# Profile 1 as outputs files written before profile 2 spell it (one "accumulator", storage explicit).
+PROFILE_1 = {"q_dot": "f16", "k_storage": None, "v_storage": None, "accumulator": "f16", "p_before_pv": "f32",
+             "output": "f32", "rope_angle": "f64"}
+# Every named profile of profiles/ (each file's default profile; classes resolve in C++ only).
+NAMED = {}
+for f in sorted(os.listdir(os.path.join(examples, "..", "..", "profiles"))):
+    if f.endswith(".json"):
+        NAMED[f[:-5]] = json.load(open(os.path.join(examples, "..", "..", "profiles", f)))["profile"]
+assert {"f32-reference", "f16-pv-accumulation", "q8_0-dot", "f32-rope-angles"} <= set(NAMED), sorted(NAMED)
+PROFILES = [golden_bound.REFERENCE_PROFILE, F16_ENGINE, PROFILE_1] + list(NAMED.values())
 
 
 def profile_json(p, cfg):
     q = dict(p)
-    q["k_storage"] = q["k_storage"] or cfg["k_format"]["dtype"]
-    q["v_storage"] = q["v_storage"] or cfg["v_format"]["dtype"]
+    for side in ("k", "v"):  # an explicit dtype where the profile says "as configured" (None)
+        if q[side + "_storage"] is None:
+            q[side + "_storage"] = cfg[side + "_format"]["dtype"]
     return json.dumps(q)
 
 
@@ -68,12 +79,12 @@ for entry in manifest["cases"]:
             rows = t_n["rows"][c[2]:c[2] + c[3]]
             assert (rows[:, 0] == c[0]).all() and (rows[:, 1] == c[1]).all()
             assert (np.diff(rows[:, 2]) == 1).all()
-        # The bound: numpy port against the C++ function, under two profiles.
+        # The bound: numpy port against the C++ function, under every named profile and profile 1.
         ref_bound = golden_bound.bounds(meta_n, t_n, golden_bound.REFERENCE_PROFILE)
         err = np.abs(t_n["expected"].astype(np.float64) - t_n["expected_f64"])
         assert (err <= ref_bound).all(), "expected (f32) is outside the reference bound of expected_f64"
         if tool:
-            for profile in (golden_bound.REFERENCE_PROFILE, F16_ENGINE):
+            for profile in PROFILES:
                 with tempfile.TemporaryDirectory() as tmp:
                     out = os.path.join(tmp, "bound.safetensors")
                     subprocess.run([tool, "bounds", path, out, profile_json(profile, cfg)], check=True)

@@ -264,6 +264,14 @@ GoldenCase golden_from_safetensors(const StFile& f) {
 GoldenCase read_golden(const std::string& path) { return golden_from_safetensors(read_safetensors(path)); }
 
 
+namespace {
+
+// The optional tensors of an outputs file (§7): the engine's rotated q and k, and its stored cache.
+constexpr const char* kOutputsTensors[] = {"out", "q_rot", "k_rot", "k_stored", "v_stored",
+                                           "k_codes", "v_codes", "k_scales", "v_scales"};
+
+}  // namespace
+
 GoldenOutputs read_golden_outputs(const std::string& path, const GoldenCase& g) {
   const StFile f = read_safetensors(path);
   const Dims d = dims_of(g.c, g.num_rows());
@@ -272,16 +280,20 @@ GoldenOutputs read_golden_outputs(const std::string& path, const GoldenCase& g) 
     const auto it = f.metadata.find(key);
     return it == f.metadata.end() ? nullptr : &it->second;
   };
+  const auto has = [&](const std::string& name) { return f.tensors.count(name) > 0; };
   if (const std::string* fm = meta("format"); fm && *fm != kOutputsFormat) {
     throw Error(path + ": __metadata__ format = \"" + *fm + "\": expected \"" + kOutputsFormat + "\"");
   }
   if (const std::string* id = meta("id"); id && *id != g.id()) {
     throw Error(path + ": outputs are for case \"" + *id + "\", not for " + g.name + " (\"" + g.id() + "\")");
   }
-  o.out = f.values<float>("out", {d.L, d.R, d.Hq, d.D});
   for (const auto& [name, t] : f.tensors) {
     (void)t;
-    if (name != "out") throw Error(path + ": unexpected tensor '" + name + "' (an outputs file holds only 'out')");
+    if (std::find(std::begin(kOutputsTensors), std::end(kOutputsTensors), name) == std::end(kOutputsTensors)) {
+      throw Error(path + ": unexpected tensor '" + name +
+                  "' (an outputs file holds 'out' and optionally q_rot, k_rot, k_stored, v_stored, k_codes, v_codes, "
+                  "k_scales, v_scales)");
+    }
   }
   if (const std::string* e = meta("engine")) o.engine = *e;
   if (const std::string* p = meta("profile")) {
@@ -291,21 +303,87 @@ GoldenOutputs read_golden_outputs(const std::string& path, const GoldenCase& g) 
       throw Error(path + ": __metadata__ 'profile' is not a valid precision profile: " + e.what());
     }
   }
+  if (const std::string* u = meta("unsupported")) {
+    if (u->empty()) throw Error(path + ": __metadata__ 'unsupported' is empty: give the reason the engine cannot run the case");
+    o.unsupported = *u;
+    return o;  // nothing else is read: the case counts as skipped
+  }
+  o.out = f.values<float>("out", {d.L, d.R, d.Hq, d.D});
+  if (has("q_rot") != has("k_rot")) {
+    throw Error(path + ": tensor '" + std::string(has("q_rot") ? "q_rot" : "k_rot") + "' without '" +
+                (has("q_rot") ? "k_rot" : "q_rot") + "': the rotated q and k come together");
+  }
+  if (has("q_rot")) {
+    o.q_rot = f.values<float>("q_rot", {d.L, d.R, d.Hq, d.D});
+    o.k_rot = f.values<float>("k_rot", {d.L, d.R, d.Hkv, d.D});
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::string p = pass == 0 ? "k" : "v";
+    const KvFormat& fm = pass == 0 ? g.c.config.k_format : g.c.config.v_format;
+    const int64_t spr = pass == 0 ? d.k_spr : d.v_spr;
+    const bool int8 = fm.dtype == DType::int8;
+    if (!has(p + "_stored")) {
+      for (const std::string& x : {p + "_codes", p + "_scales"}) {
+        if (has(x)) throw Error(path + ": tensor '" + x + "' without '" + p + "_stored'");
+      }
+      continue;
+    }
+    GoldenStored s;
+    s.value = f.values<float>(p + "_stored", {d.L, d.R, d.Hkv, d.D});
+    if (!int8) {
+      for (const std::string& x : {p + "_codes", p + "_scales"}) {
+        if (has(x)) throw Error(path + ": tensor '" + x + "': the case's " + p + "_format is " + to_string(fm) + ", not int8");
+      }
+    } else {
+      if (!has(p + "_codes")) throw Error(path + ": tensor '" + p + "_codes' missing: an int8 " + p + "_stored comes with its codes");
+      s.codes = f.values<int8_t>(p + "_codes", {d.L, d.R, d.Hkv, d.D});
+      if (spr > 0) {
+        if (!has(p + "_scales")) {
+          throw Error(path + ": tensor '" + p + "_scales' missing: " + to_string(fm) + " stores " + std::to_string(spr) +
+                      " scale(s) per row");
+        }
+        s.scales = f.values<float>(p + "_scales", {d.L, d.R, d.Hkv, spr});
+      } else if (has(p + "_scales")) {
+        throw Error(path + ": tensor '" + p + "_scales': int8 static stores no per-row scale");
+      }
+    }
+    (pass == 0 ? o.k_stored : o.v_stored) = std::move(s);
+  }
   return o;
 }
 
-void write_golden_outputs(const std::string& path, const GoldenCase& g, const std::vector<float>& out,
-                          const std::string& engine, const std::optional<PrecisionProfile>& profile) {
+void write_golden_outputs(const std::string& path, const GoldenCase& g, const GoldenOutputs& o) {
   const Dims d = dims_of(g.c, g.num_rows());
   StFile f;
   f.source = path;
   f.metadata["format"] = kOutputsFormat;
   f.metadata["id"] = g.id();
   f.metadata["name"] = g.name;
-  if (!engine.empty()) f.metadata["engine"] = engine;
-  if (profile) f.metadata["profile"] = conformance::profile_to_json(*profile).dump();
-  f.tensors["out"] = make_tensor({d.L, d.R, d.Hq, d.D}, out);
+  if (!o.engine.empty()) f.metadata["engine"] = o.engine;
+  if (o.profile) f.metadata["profile"] = conformance::profile_to_json(*o.profile).dump();
+  if (!o.unsupported.empty()) f.metadata["unsupported"] = o.unsupported;
+  if (!o.out.empty()) f.tensors["out"] = make_tensor({d.L, d.R, d.Hq, d.D}, o.out);
+  if (!o.q_rot.empty()) f.tensors["q_rot"] = make_tensor({d.L, d.R, d.Hq, d.D}, o.q_rot);
+  if (!o.k_rot.empty()) f.tensors["k_rot"] = make_tensor({d.L, d.R, d.Hkv, d.D}, o.k_rot);
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::optional<GoldenStored>& s = pass == 0 ? o.k_stored : o.v_stored;
+    if (!s) continue;
+    const std::string p = pass == 0 ? "k" : "v";
+    const int64_t spr = pass == 0 ? d.k_spr : d.v_spr;
+    f.tensors[p + "_stored"] = make_tensor({d.L, d.R, d.Hkv, d.D}, s->value);
+    if (!s->codes.empty()) f.tensors[p + "_codes"] = make_tensor({d.L, d.R, d.Hkv, d.D}, s->codes);
+    if (!s->scales.empty()) f.tensors[p + "_scales"] = make_tensor({d.L, d.R, d.Hkv, spr}, s->scales);
+  }
   write_safetensors(path, f);
+}
+
+void write_golden_outputs(const std::string& path, const GoldenCase& g, const std::vector<float>& out,
+                          const std::string& engine, const std::optional<PrecisionProfile>& profile) {
+  GoldenOutputs o;
+  o.out = out;
+  o.engine = engine;
+  o.profile = profile;
+  write_golden_outputs(path, g, o);
 }
 
 }  // namespace ringkv::golden

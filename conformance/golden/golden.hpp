@@ -115,6 +115,34 @@ struct GoldenMismatch {
   double expected = 0, got = 0, bound = 0;
 };
 
+/// The RoPE verdict of a case: the rotation checked apart from attention (docs/golden-format.md §7,
+/// docs/engine-abi.md "Rotated q and k"). Computed by rope_verdict.cpp.
+struct RopeVerdict {
+  enum class Kind {
+    conformant,         ///< q_rot/k_rot within the bound of spec §8's f64 rotation
+    within_declared,    ///< beyond that, but within the bound of the declared rope_angle
+    failed,             ///< beyond the declared rope_angle's bound too
+    rotated_by_ringkv,  ///< the engine took q and k rotated by ringkv (ABI wants_rotated_qk)
+    not_checked,        ///< no rotated values: the bound carries the RoPE term (today's check)
+  };
+  Kind kind = Kind::not_checked;
+  std::string line;  ///< the verdict as one readable line
+  // (a) the rotation, with q_rot/k_rot: the worst angle-equivalent error |engine pair - f64 pair| / |pair|.
+  double worst_angle_error = 0;
+  std::string worst_tensor;  ///< "q_rot" or "k_rot"
+  int worst_layer = -1, worst_head = -1, worst_dim = -1;  ///< dim: the pair's first element
+  int64_t worst_row = -1, worst_position = -1;
+  std::string failure;  ///< the first rotation beyond the declared bound (kind failed), readable
+  // (b) attention recomputed from the engine's own rotated values, bound with the RoPE term off.
+  int64_t tight_checked = 0, tight_failed = 0;
+  double tight_worst_ratio = 0;
+  // Without rotated values: the (layer, row, q head) whose bound's RoPE term exceeded its other terms.
+  int64_t rope_dominated = 0;
+  int64_t rope_dominated_from = -1;  ///< the smallest position where it did
+};
+/// "conformant", "within_declared", "failed", "rotated_by_ringkv", "not_checked".
+const char* to_string(RopeVerdict::Kind kind);
+
 struct GoldenOutcome {
   bool passed = false;
   bool skipped = false;
@@ -124,7 +152,10 @@ struct GoldenOutcome {
   std::optional<GoldenMismatch> first;  ///< the first failure, structured (absent for a thrown engine)
   int64_t outputs_checked = 0;
   int64_t outputs_failed = 0;
-  int64_t stored_checked = 0;     ///< stored elements compared through snapshot()
+  int64_t stored_checked = 0;     ///< stored elements compared through snapshot() or an outputs file
+  std::optional<PrecisionProfile> profile;  ///< the profile the outputs were judged under
+  bool profile_from_file = false;  ///< it came from the outputs file's metadata (not the caller's default)
+  std::optional<RopeVerdict> rope; ///< the RoPE verdict, where there is one to give
 };
 
 struct GoldenCheckOptions {
@@ -132,6 +163,9 @@ struct GoldenCheckOptions {
   /// Stored K with RoPE: exact (same RoPE code and C library as the generator) instead of
   /// within one step of the storage format (spec §11.1).
   bool exact_rotated_k = false;
+  /// ringkv rotated q and k before the engine saw them (ABI wants_rotated_qk): the rotation is
+  /// spec §8's, so outputs are judged with the bound's RoPE term off and the verdict says so.
+  bool qk_rotated_by_ringkv = false;
 };
 
 /// Why the capabilities do not cover the config ("" if they do).
@@ -141,27 +175,41 @@ std::string capability_gap(const Capabilities& caps, const Config& config);
 /// every output within output_bound(), and (optionally) the cache exactly.
 GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, const GoldenCheckOptions& options = {});
 
-/// File-exchange mode: outputs written by an external engine (tensor "out", F32,
-/// [L][R][Hq][D], the layout of "expected"), compared under the declared profile.
-GoldenOutcome check_golden_outputs(const GoldenCase& g, const std::string& outputs_path, const PrecisionProfile& profile);
+struct GoldenOutputs;
+/// File-exchange mode: an outputs file written by an external engine (docs/golden-format.md §7),
+/// compared under the profile in its metadata, else under `default_profile`. A file that declares
+/// its case unsupported gives a skipped outcome.
+GoldenOutcome check_golden_outputs(const GoldenCase& g, const std::string& outputs_path,
+                                   const PrecisionProfile& default_profile);
 /// The same on outputs in memory ([L][R][Hq][D]).
 GoldenOutcome compare_golden_outputs(const GoldenCase& g, const std::vector<float>& out, const PrecisionProfile& profile);
+/// The same on everything an outputs file can hold (rotated q/k, stored cache), under `profile`.
+GoldenOutcome compare_golden_outputs(const GoldenCase& g, const GoldenOutputs& o, const PrecisionProfile& profile);
 
 /// The bound of every output under a declared profile, [L][R][Hq][D] (the layout of "expected"):
 /// output_bound(make_bound_context(config, layer, profile), score(...), dim(...)).
 std::vector<double> golden_bounds(const GoldenCase& g, const PrecisionProfile& profile);
 
-/// What an outputs file holds.
+/// What an outputs file holds (docs/golden-format.md §7).
 struct GoldenOutputs {
-  std::vector<float> out;                     ///< [L][R][Hq][D]
+  std::vector<float> out;                     ///< [L][R][Hq][D]; empty when the case is unsupported
   std::optional<PrecisionProfile> profile;    ///< from __metadata__ "profile", if present
   std::string engine;                         ///< __metadata__ "engine", if present
+  std::string unsupported;                    ///< __metadata__ "unsupported": why the engine cannot run the case
+  /// The engine's rotated q and k before storage rounding (tensors "q_rot", "k_rot"; both or neither):
+  /// [L][R][Hq][D] and [L][R][Hkv][D], empty if absent.
+  std::vector<float> q_rot, k_rot;
+  /// The engine's stored cache per row, laid out like the golden's "k_stored"/"v_stored" and, for INT8,
+  /// "*_codes" and "*_scales" (`tie` unused).
+  std::optional<GoldenStored> k_stored, v_stored;
 };
-/// Reads and validates an outputs file against a case (shape, and "id" if present).
+/// Reads and validates an outputs file against a case (shapes, dtypes, "id" if present).
 GoldenOutputs read_golden_outputs(const std::string& path, const GoldenCase& g);
 /// Writes an outputs file (what an external engine produces).
 void write_golden_outputs(const std::string& path, const GoldenCase& g, const std::vector<float>& out,
                           const std::string& engine = "", const std::optional<PrecisionProfile>& profile = {});
+/// Writes an outputs file with everything it holds ("id", "name" and "format" from the case).
+void write_golden_outputs(const std::string& path, const GoldenCase& g, const GoldenOutputs& o);
 
 /// Writes DIR/cases/<name>.safetensors for every case of golden_set() and DIR/manifest.json.
 /// `progress` (may be null) is called after each case with its name and size.
@@ -178,5 +226,15 @@ struct ManifestEntry {
 };
 /// Reads DIR/manifest.json (throws ringkv::Error naming the problem).
 std::vector<ManifestEntry> read_manifest(const std::string& dir);
+
+/// A golden file that cannot be used: unreadable, not the size or sha256 its manifest says, or
+/// malformed. Unusable input, never a verdict on an engine.
+class GoldenInputError : public Error {
+ public:
+  using Error::Error;
+};
+/// Reads the case of a manifest entry (its `file` relative to DIR, or absolute) after checking the
+/// file's size and sha256 against the entry; throws GoldenInputError naming the file and the problem.
+GoldenCase load_manifest_case(const std::string& dir, const ManifestEntry& entry);
 
 }  // namespace ringkv::golden

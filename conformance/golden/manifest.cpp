@@ -112,6 +112,11 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
     }
     for (const json& c : m.at("cases")) {
       ManifestEntry e;
+      // A float would reach get<int64_t> as an out-of-range conversion (undefined behaviour).
+      if (const json& b = c.at("bytes"); !b.is_number_unsigned() || b.get<uint64_t>() > uint64_t{INT64_MAX}) {
+        throw Error("cases[" + std::to_string(out.size()) + "].bytes = " + b.dump() +
+                    ": must be the file's size in bytes, an integer from 0 to 2^63 - 1");
+      }
       e.name = c.at("name").get<std::string>();
       e.id = c.at("id").get<std::string>();
       e.file = c.at("file").get<std::string>();
@@ -124,6 +129,30 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
     throw Error(path + ": " + e.what());
   }
   return out;
+}
+
+GoldenCase load_manifest_case(const std::string& dir, const ManifestEntry& e) {
+  const fs::path file(e.file);
+  const std::string path = file.is_relative() ? (fs::path(dir) / file).string() : e.file;
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = read_file_bytes(path);
+  } catch (const Error& err) {
+    throw GoldenInputError(std::string("unusable golden case: ") + err.what());
+  }
+  if (static_cast<int64_t>(bytes.size()) != e.bytes) {
+    throw GoldenInputError("unusable golden case: " + path + " has " + std::to_string(bytes.size()) +
+                           " bytes, its manifest says " + std::to_string(e.bytes) + " (the file is corrupt or not the one listed)");
+  }
+  if (const std::string hash = sha256_hex(bytes); hash != e.sha256) {
+    throw GoldenInputError("unusable golden case: " + path + " has sha256 " + hash + ", its manifest says " + e.sha256 +
+                           " (the file is corrupt or not the one listed)");
+  }
+  try {
+    return golden_from_safetensors(parse_safetensors(bytes, path));
+  } catch (const std::exception& err) {
+    throw GoldenInputError(std::string("unusable golden case: ") + err.what());
+  }
 }
 
 std::vector<std::string> verify_golden_set(const std::string& dir) {

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "ringkv/quant.hpp"
 #include "ringkv/reference_engine.hpp"
 #include "ringkv/rope.hpp"
+#include "support/profiles.hpp"
 
 namespace ringkv::conformance {
 namespace {
@@ -88,6 +91,17 @@ class StaleAfterReset : public ReferenceEngine {
  protected:
   void clear_sequence(int) override {}
   const char* engine_name() const override { return "mutant:stale_after_reset"; }
+};
+
+// A reset clears only the first layer's ring: later layers keep their stale cells, whose stored
+// positions may fall inside the new sequence's window (when the new p0 is not far above the old one).
+class ResetClearsFirstLayerOnly : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void clear_sequence(int sequence) override { ring_mut(0, sequence).reset(); }
+  const char* engine_name() const override { return "mutant:reset_clears_first_layer_only"; }
 };
 
 // Sinks are not pinned: the ring rotates over all S + W slots and evicts them.
@@ -206,33 +220,100 @@ class F16Query : public ReferenceEngine {
   bool declare_f16_;
 };
 
-// Any engine above with a typical f16 engine's numerics: q, P and the output rounded to f16,
-// accumulating in f32, with an honest f16 declaration. Its bug must still show through the much
-// looser f16 bound (the needles' job); on the reference itself it is a control that must pass.
+// The numerics of common real engines, planted in the reference (or in a mutant of it) through
+// its seams. Each declares the named profile of profiles/ that describes it (profiles/README.md).
+enum class Numerics {
+  f16_compute,          // q, P and the output rounded to f16, f32 accumulation: "f16-compute-f32-acc"
+  bf16_compute,         // the same in bf16: "bf16-compute-f32-acc"
+  f16_pv_accumulation,  // ggml CPU flash attention, f16 K/V: q to f16, P·V summed in f16: "f16-pv-accumulation"
+  q8_0_dot,             // ggml with q8_0 K: q quantised to q8_0 blocks for q·k: "q8_0-dot"
+  f32_rope_angles,      // position·inv_freq, cos and sin in f32 (HF, vLLM tables, ggml): "f32-rope-angles"
+};
+
+const char* profile_name(Numerics n) {
+  switch (n) {
+    case Numerics::f16_compute: return "f16-compute-f32-acc";
+    case Numerics::bf16_compute: return "bf16-compute-f32-acc";
+    case Numerics::f16_pv_accumulation: return "f16-pv-accumulation";
+    case Numerics::q8_0_dot: return "q8_0-dot";
+    case Numerics::f32_rope_angles: return "f32-rope-angles";
+  }
+  return "?";
+}
+
+
+// The default profile of the named profile file (read once).
+PrecisionProfile named_profile(Numerics n) {
+  static const std::vector<PrecisionProfile> profiles = [] {
+    std::vector<PrecisionProfile> r;
+    for (Numerics m : {Numerics::f16_compute, Numerics::bf16_compute, Numerics::f16_pv_accumulation, Numerics::q8_0_dot,
+                       Numerics::f32_rope_angles}) {
+      r.push_back(resolve_profile(load_profile_set(profile_name(m)), {}));
+    }
+    return r;
+  }();
+  return profiles[static_cast<size_t>(n)];
+}
+
 template <class Base>
-class WithF16Numerics : public Base {
+class WithNumerics : public Base {
  public:
-  WithF16Numerics(Config c, const char* name) : Base(std::move(c)), name_(name) {}
+  WithNumerics(Config c, Numerics numerics, std::string name)
+      : WithNumerics(std::move(c), numerics, std::move(name), numerics) {}
+  // Declaring the profile of other numerics (a lie the bound must catch, or an honest superset).
+  WithNumerics(Config c, Numerics numerics, std::string name, Numerics declared)
+      : Base(std::move(c)), numerics_(numerics), name_(std::move(name)), declared_(named_profile(declared)) {}
 
  protected:
   void round_query(float* q, int n) const override {
-    for (int i = 0; i < n; ++i) q[i] = round_to_f16(q[i]);
+    switch (numerics_) {
+      case Numerics::f16_compute:
+      case Numerics::f16_pv_accumulation:
+        for (int i = 0; i < n; ++i) q[i] = round_to_f16(q[i]);
+        break;
+      case Numerics::bf16_compute:
+        for (int i = 0; i < n; ++i) q[i] = round_to_bf16(q[i]);
+        break;
+      case Numerics::q8_0_dot:
+        for (int h = 0; h < n; h += this->config_.head_dim) quantise_q8_0_as_ggml(q + h, this->config_.head_dim);
+        break;
+      case Numerics::f32_rope_angles: break;
+    }
   }
-  void round_weights(float* p, int64_t n) const override {
-    for (int64_t i = 0; i < n; ++i) p[i] = round_to_f16(p[i]);
+  void round_weights(float* p, int64_t n) const override { round_compute(p, n); }
+  void round_output(float* o, int n) const override { round_compute(o, n); }
+  void accumulate_pv(float* acc, float p, const float* v, int n) const override {
+    if (numerics_ != Numerics::f16_pv_accumulation) return Base::accumulate_pv(acc, p, v, n);
+    for (int d = 0; d < n; ++d) acc[d] = round_to_f16(acc[d] + p * v[d]);  // ggml_vec_mad_f16
   }
-  void round_output(float* o, int n) const override {
-    for (int i = 0; i < n; ++i) o[i] = round_to_f16(o[i]);
+  void rotation_angles(const RopeConfig& rope, int64_t position, double* c, double* s) const override {
+    if (numerics_ != Numerics::f32_rope_angles) return Base::rotation_angles(rope, position, c, s);
+    // An f32 inv_freq table, the position converted to f32, the angle, cos and sin in f32.
+    const int R = rotary_dim(rope, this->config_.head_dim);
+    const double theta = rope_effective_theta(rope, R);
+    const auto p = static_cast<float>(rope_scaled_position(rope, position));
+    for (int k = 0; k < R / 2; ++k) {
+      const auto inv_freq = static_cast<float>(std::pow(theta, -(2.0 * k) / static_cast<double>(R)));
+      const float angle = p * inv_freq;
+      c[k] = std::cos(angle);
+      s[k] = std::sin(angle);
+    }
   }
-  PrecisionProfile precision() const override {
-    PrecisionProfile p = Base::precision();
-    p.q_dot = p.p_before_pv = p.output = Precision::f16;
-    return p;
-  }
-  const char* engine_name() const override { return name_; }
+  PrecisionProfile precision() const override { return declared_; }
+  const char* engine_name() const override { return name_.c_str(); }
 
  private:
-  const char* name_;
+  void round_compute(float* x, int64_t n) const {
+    if (numerics_ == Numerics::f16_compute) {
+      for (int64_t i = 0; i < n; ++i) x[i] = round_to_f16(x[i]);
+    } else if (numerics_ == Numerics::bf16_compute) {
+      for (int64_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
+    }
+  }
+
+  Numerics numerics_;
+  std::string name_;
+  PrecisionProfile declared_;
 };
 
 // Controls for summation order: the softmax denominator and P·V summed over the visible keys
@@ -257,7 +338,7 @@ class OtherSummationOrder : public ReferenceEngine {
 };
 
 template <typename T, typename... Extra>
-EngineFactory factory(const char* name, Extra... extra) {
+EngineFactory factory(const std::string& name, Extra... extra) {
   return EngineFactory{name, ReferenceEngine::capabilities(), [=](const Config& c) -> std::unique_ptr<Engine> {
                          return std::make_unique<T>(c, extra...);
                        }};
@@ -274,28 +355,74 @@ const std::vector<MutantInfo>& all_mutants() {
       {"attends_empty_slots", "attends empty slots before the ring fills", factory<AttendsEmptySlots>("attends_empty_slots")},
       {"chunk_written_first", "writes a whole chunk into the ring before attending", factory<ChunkWrittenFirst>("chunk_written_first")},
       {"stale_after_reset", "a reset leaves the old slots and positions in place", factory<StaleAfterReset>("stale_after_reset")},
+      {"reset_clears_first_layer_only", "a reset clears only the first layer's ring; later layers keep stale cells",
+       factory<ResetClearsFirstLayerOnly>("reset_clears_first_layer_only")},
       {"sinks_evicted", "sink tokens rotate out of the ring like any other", factory<SinksEvicted>("sinks_evicted")},
       {"gqa_modulo", "query head h reads kv head h % Hkv", factory<GqaModulo>("gqa_modulo")},
       {"int8_truncation", "INT8 codes truncated toward zero", factory<Int8Truncation>("int8_truncation")},
       {"int8_scale_per_chunk", "one INT8 scale for a whole chunk", factory<Int8ScalePerChunk>("int8_scale_per_chunk")},
       {"window_plus_one_f16", "W + 1 in an f16 engine that declares its f16 profile",
-       factory<WithF16Numerics<WindowPlusOne>>("window_plus_one_f16", "mutant:window_plus_one_f16")},
+       factory<WithNumerics<WindowPlusOne>>("window_plus_one_f16", Numerics::f16_compute, "mutant:window_plus_one_f16")},
       {"window_minus_one_f16", "W - 1 in an f16 engine that declares its f16 profile",
-       factory<WithF16Numerics<WindowMinusOne>>("window_minus_one_f16", "mutant:window_minus_one_f16")},
+       factory<WithNumerics<WindowMinusOne>>("window_minus_one_f16", Numerics::f16_compute, "mutant:window_minus_one_f16")},
       {"sinks_evicted_f16", "sinks evicted in an f16 engine that declares its f16 profile",
-       factory<WithF16Numerics<SinksEvicted>>("sinks_evicted_f16", "mutant:sinks_evicted_f16")},
+       factory<WithNumerics<SinksEvicted>>("sinks_evicted_f16", Numerics::f16_compute, "mutant:sinks_evicted_f16")},
       {"f16_query_declared_f32", "q rounded to f16 before q.k while declaring an f32 profile",
        factory<F16Query>("f16_query_declared_f32", false)},
       {"f16_query_declared_f16", "q rounded to f16, declaring q_dot = f16 (correct: must pass)",
        factory<F16Query>("f16_query_declared_f16", true), true},
       {"f16_engine", "q, P and output rounded to f16, declared (a typical f16 engine: must pass)",
-       factory<WithF16Numerics<ReferenceEngine>>("f16_engine", "control:f16_engine"), true},
+       factory<WithNumerics<ReferenceEngine>>("f16_engine", Numerics::f16_compute, "control:f16_engine"), true},
       {"reversed_summation", "sums over the visible keys in reverse slot order (correct: must pass)",
        factory<OtherSummationOrder>("reversed_summation", false), true},
       {"varying_summation", "summation order changes from query to query, declared non-deterministic "
        "(correct: must pass)", factory<OtherSummationOrder>("varying_summation", true), true},
+      {"bf16_engine", "a bf16 engine (q, P, output in bf16), declaring bf16-compute-f32-acc (correct: must pass)",
+       factory<WithNumerics<ReferenceEngine>>("bf16_engine", Numerics::bf16_compute, "control:bf16_engine"), true},
+      {"f16pv_engine", "a ggml-like engine accumulating P.V in f16, declaring f16-pv-accumulation (correct: must pass)",
+       factory<WithNumerics<ReferenceEngine>>("f16pv_engine", Numerics::f16_pv_accumulation, "control:f16pv_engine"), true},
+      {"q8_0dot_engine", "a ggml-like engine quantising q to q8_0 for q.k, declaring q8_0-dot (correct: must pass)",
+       factory<WithNumerics<ReferenceEngine>>("q8_0dot_engine", Numerics::q8_0_dot, "control:q8_0dot_engine"), true},
+      {"f32angles_engine", "an engine computing RoPE angles in f32, declaring f32-rope-angles (correct: must pass)",
+       factory<WithNumerics<ReferenceEngine>>("f32angles_engine", Numerics::f32_rope_angles, "control:f32angles_engine"), true},
   };
   return mutants;
+}
+
+void quantise_q8_0_as_ggml(float* x, int n) {
+  for (int b = 0; b < n; b += 32) {
+    const int e = std::min(n, b + 32);
+    float amax = 0.0f;
+    for (int i = b; i < e; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d16 = round_to_f16(d);
+    for (int i = b; i < e; ++i) x[i] = std::round(x[i] * id) * d16;
+  }
+}
+
+EngineFactory in_numerics(const std::string& engine, const std::string& profile, const std::string& declared) {
+  const auto numerics_of = [](const std::string& name) {
+    for (Numerics m : {Numerics::f16_compute, Numerics::bf16_compute, Numerics::f16_pv_accumulation, Numerics::q8_0_dot,
+                       Numerics::f32_rope_angles}) {
+      if (name == profile_name(m)) return m;
+    }
+    throw std::invalid_argument("in_numerics: no numerics for the profile \"" + name + "\"");
+  };
+  const Numerics n = numerics_of(profile);
+  const Numerics d = declared.empty() ? n : numerics_of(declared);
+  const std::string name = engine + "@" + profile + (declared.empty() ? "" : "-declaring-" + declared);
+  const std::string label = (engine == "reference" ? "control:" : "mutant:") + name;
+  if (engine == "reference") return factory<WithNumerics<ReferenceEngine>>(name, n, label, d);
+  if (engine == "window_plus_one") return factory<WithNumerics<WindowPlusOne>>(name, n, label, d);
+  if (engine == "window_minus_one") return factory<WithNumerics<WindowMinusOne>>(name, n, label, d);
+  if (engine == "sinks_evicted") return factory<WithNumerics<SinksEvicted>>(name, n, label, d);
+  throw std::invalid_argument("in_numerics: engine \"" + engine + "\" is not reference, window_plus_one, "
+                              "window_minus_one or sinks_evicted");
+}
+
+std::vector<std::string> numerics_profiles() {
+  return {"f16-compute-f32-acc", "bf16-compute-f32-acc", "f16-pv-accumulation", "q8_0-dot", "f32-rope-angles"};
 }
 
 }  // namespace ringkv::conformance

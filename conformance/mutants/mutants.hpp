@@ -22,4 +22,16 @@ struct MutantInfo {
 /// Every mutant, then the controls (must_pass = true).
 const std::vector<MutantInfo>& all_mutants();
 
+/// `engine` ("reference", "window_plus_one", "window_minus_one" or "sinks_evicted") with the
+/// numerics a named profile of profiles/ describes, declaring that profile (or the named profile
+/// `declared`): the reference so is a control that must pass, the others structural mutants its
+/// bound must still kill.
+EngineFactory in_numerics(const std::string& engine, const std::string& profile, const std::string& declared = "");
+/// ggml's quantize_row_q8_0_ref, dequantised in place (the q8_0-dot numerics): blocks of 32,
+/// d = max|x|/127, codes roundf(x / d) (half away from zero), values code * f16(d).
+void quantise_q8_0_as_ggml(float* x, int n);
+
+/// The named profiles in_numerics knows (every one in profiles/ but f32-reference, the reference's own).
+std::vector<std::string> numerics_profiles();
+
 }  // namespace ringkv::conformance

@@ -306,10 +306,11 @@ void prop_boundary_identities(const EngineFactory& f, const Case& c0) {
     one.config.sink_logits.clear();
     const RunResult r = run_case(f, one, property_run());  // within the bound of the oracle, whose output is v itself
     why = r.failure;
-    // With a single visible key, P = 1 exactly: an engine that keeps P and the output in f32 or
-    // wider returns the stored v bit for bit.
+    // With a single visible key, P = 1 exactly: an engine that keeps P, the P·V sum and the output
+    // in f32 or wider returns the stored v bit for bit.
     const auto wide = [](Precision p) { return p == Precision::f32 || p == Precision::f64; };
-    const bool exact = wide(r.info.precision.p_before_pv) && wide(r.info.precision.output);
+    const bool exact = wide(r.info.precision.p_before_pv) && wide(r.info.precision.pv_accumulator) &&
+                       wide(r.info.precision.output);
     for (const auto& [key, rec] : r.tokens) {
       if (!why.empty() || !exact) break;
       for (size_t i = 0; i < rec.got.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "support/config_json.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <sstream>
 
 #include "ringkv/error.hpp"
@@ -236,22 +238,64 @@ Case case_from_json(const json& j) {
 }
 
 json profile_to_json(const PrecisionProfile& p) {
-  return json{{"q_dot", to_string(p.q_dot)},           {"k_storage", to_string(p.k_storage)},
-              {"v_storage", to_string(p.v_storage)},   {"accumulator", to_string(p.accumulator)},
-              {"p_before_pv", to_string(p.p_before_pv)}, {"output", to_string(p.output)},
+  return json{{"q_dot", to_string(p.q_dot)},
+              {"q_quant", to_string(p.q_quant)},
+              {"k_storage", storage_to_string(p.k_storage)},
+              {"v_storage", storage_to_string(p.v_storage)},
+              {"qk_accumulator", to_string(p.qk_accumulator)},
+              {"pv_accumulator", to_string(p.pv_accumulator)},
+              {"p_before_pv", to_string(p.p_before_pv)},
+              {"output", to_string(p.output)},
               {"rope_angle", to_string(p.rope_angle)}};
 }
 
-PrecisionProfile profile_from_json(const json& j) {
-  const std::string p = "profile";
+namespace {
+
+constexpr QueryQuant kQueryQuants[] = {QueryQuant::none, QueryQuant::q8_0};
+constexpr const char* kProfileFields[] = {"q_dot",          "q_quant",        "k_storage",   "v_storage", "accumulator",
+                                          "qk_accumulator", "pv_accumulator", "p_before_pv", "output",    "rope_angle"};
+
+std::optional<Precision> get_storage(const json& j, const std::string& path, const char* name) {
+  if (get_string(j, path, name) == "as_configured") return std::nullopt;
+  try {
+    return get_enum(j, path, name, kPrecisions);
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(e.what()) + ", as_configured");
+  }
+}
+
+}  // namespace
+
+void apply_profile_json(const json& j, const std::string& path, PrecisionProfile& r) {
+  if (!j.is_object()) bad(path, "must be a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kProfileFields), std::end(kProfileFields), key) == std::end(kProfileFields)) {
+      std::string allowed;
+      for (const char* f : kProfileFields) allowed += (allowed.empty() ? "" : ", ") + std::string(f);
+      bad(path + "." + key, "unknown field; a profile has " + allowed);
+    }
+  }
+  const auto has = [&](const char* name) { return j.contains(name); };
+  if (has("q_dot")) r.q_dot = get_enum(j, path, "q_dot", kPrecisions);
+  if (has("q_quant")) r.q_quant = get_enum(j, path, "q_quant", kQueryQuants);
+  if (has("k_storage")) r.k_storage = get_storage(j, path, "k_storage");
+  if (has("v_storage")) r.v_storage = get_storage(j, path, "v_storage");
+  // Profile 1's single accumulator: shorthand for both; the specific keys override it.
+  if (has("accumulator")) r.qk_accumulator = r.pv_accumulator = get_enum(j, path, "accumulator", kPrecisions);
+  if (has("qk_accumulator")) r.qk_accumulator = get_enum(j, path, "qk_accumulator", kPrecisions);
+  if (has("pv_accumulator")) r.pv_accumulator = get_enum(j, path, "pv_accumulator", kPrecisions);
+  if (has("p_before_pv")) r.p_before_pv = get_enum(j, path, "p_before_pv", kPrecisions);
+  if (has("output")) r.output = get_enum(j, path, "output", kPrecisions);
+  if (has("rope_angle")) r.rope_angle = get_enum(j, path, "rope_angle", kPrecisions);
+}
+
+PrecisionProfile profile_from_json(const json& j, const std::string& path) {
+  for (const char* name : {"q_dot", "p_before_pv", "output", "rope_angle"}) field(j, path, name);  // required
+  for (const char* name : {"qk_accumulator", "pv_accumulator"}) {
+    if (!j.contains(name) && !j.contains("accumulator")) bad(path + "." + name, "missing (or give \"accumulator\" for both)");
+  }
   PrecisionProfile r;
-  r.q_dot = get_enum(j, p, "q_dot", kPrecisions);
-  r.k_storage = get_enum(j, p, "k_storage", kPrecisions);
-  r.v_storage = get_enum(j, p, "v_storage", kPrecisions);
-  r.accumulator = get_enum(j, p, "accumulator", kPrecisions);
-  r.p_before_pv = get_enum(j, p, "p_before_pv", kPrecisions);
-  r.output = get_enum(j, p, "output", kPrecisions);
-  r.rope_angle = get_enum(j, p, "rope_angle", kPrecisions);
+  apply_profile_json(j, path, r);
   return r;
 }
 

@@ -27,7 +27,15 @@ nlohmann::json case_to_json(const Case& c);
 /// Inverse of case_to_json (plus "config"); throws ConfigError naming the path.
 Case case_from_json(const nlohmann::json& j);
 
+/// Every field of profile 2 (docs/golden-format.md §5); storage nullopt as "as_configured".
 nlohmann::json profile_to_json(const PrecisionProfile& p);
-PrecisionProfile profile_from_json(const nlohmann::json& j);
+/// A whole profile. Required: q_dot, p_before_pv, output, rope_angle, and either "accumulator"
+/// (profile 1: sets qk_accumulator and pv_accumulator) or both of those; optional: q_quant
+/// ("none"), k_storage and v_storage ("as_configured"). Unknown fields are errors (a typo would
+/// otherwise silently keep a default). Throws ConfigError naming path.field.
+PrecisionProfile profile_from_json(const nlohmann::json& j, const std::string& path = "profile");
+/// Sets the fields j gives (any subset, same spellings and rules), keeps the others: a per-class
+/// override of a profile file (conformance/support/profiles.hpp).
+void apply_profile_json(const nlohmann::json& j, const std::string& path, PrecisionProfile& profile);
 
 }  // namespace ringkv::conformance

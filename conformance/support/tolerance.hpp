@@ -37,6 +37,7 @@ struct BoundContext {
   std::optional<double> softcap;
   PrecisionProfile profile;       ///< declared by the engine
   DType k_dtype = DType::f32, v_dtype = DType::f32;  ///< what the config asks to store
+  Int8Scheme k_int8_scheme = Int8Scheme::per_head;   ///< for INT8 K
   bool rope = false;
 };
 
@@ -47,6 +48,14 @@ double output_bound(const BoundContext& ctx, const ScoreStats& score, const DimS
 
 /// Half the smallest subnormal of a format (2^-150 for f32): the absolute error of an underflowed result.
 double underflow_unit(Precision p);
+
+/// Bound on |sum_d (q^_d - q_d) k_jd| for q quantised to q8_0 blocks (QueryQuant::q8_0); the score
+/// term is tau times it (docs/tolerances.md §2a).
+double q8_0_query_error(const ScoreStats& score);
+
+/// Bound on sum_d |q_d| |k^_d - k_d| when K is rotated with angles coarser than f64 (rope_angle) and
+/// stored in a lossy format: an element may round to the neighbour of the spec's (docs/tolerances.md §2b).
+double k_neighbour_error(const BoundContext& ctx, const ScoreStats& score);
 
 /// The logit error bound Delta of docs/tolerances.md (exposed for tests and reports).
 double score_error_bound(const BoundContext& ctx, const ScoreStats& score);

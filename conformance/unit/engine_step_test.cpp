@@ -474,7 +474,8 @@ TEST(EngineInfo, NameDeterminismAndPrecision) {
   EXPECT_TRUE(info.deterministic);
   EXPECT_EQ(info.precision.rope_angle, ringkv::Precision::f64);
   EXPECT_EQ(info.precision.q_dot, ringkv::Precision::f32);
-  EXPECT_EQ(info.precision.accumulator, ringkv::Precision::f32);
+  EXPECT_EQ(info.precision.qk_accumulator, ringkv::Precision::f32);
+  EXPECT_EQ(info.precision.pv_accumulator, ringkv::Precision::f32);
   EXPECT_EQ(info.precision.output, ringkv::Precision::f32);
   EXPECT_EQ(info.precision.k_storage, ringkv::Precision::int8);
   EXPECT_EQ(info.precision.v_storage, ringkv::Precision::f16);

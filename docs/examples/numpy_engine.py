@@ -5,12 +5,15 @@ It reads each golden case's inputs (docs/golden-format.md), runs its own ring
 KV cache implementation of ringkv spec 1 (docs/spec.md), and writes one outputs
 file per case: tensor "out", F32, [L][R][Hq][D], the layout of "expected".
 
-    python3 numpy_engine.py GOLDEN_DIR OUT_DIR [--bug window+1]
+    python3 numpy_engine.py GOLDEN_DIR OUT_DIR [--bug window+1] [--write-internals]
     ringkv check --outputs OUT_DIR --golden GOLDEN_DIR
 
 It computes in float64 (K rotated in f64, rounded once to f32, then stored as
 the config says), so it declares the default profile (f32 everywhere, f64 RoPE).
 --bug plants an off-by-one window, which `ringkv check` must catch.
+--write-internals also writes its rotated q and k ("q_rot", "k_rot") and its
+stored cache per row ("k_stored", "v_stored", and for INT8 "*_codes" and
+"*_scales"), which ringkv checks on their own (golden-format §7).
 """
 import argparse
 import json
@@ -39,9 +42,11 @@ def read_safetensors(path):
 
 def write_safetensors(path, tensors, meta):
     header, blobs, offset = {"__metadata__": meta}, [], 0
+    names = {np.dtype(t): n for n, t in DTYPES.items()}
     for name in sorted(tensors):
         blob = np.ascontiguousarray(tensors[name]).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(blob)]}
+        header[name] = {"dtype": names[tensors[name].dtype], "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -79,28 +84,30 @@ def round_code(r, rounding):
 
 
 def store(x, fmt):
-    """What the spec stores for one row x (f32, [D])."""
+    """What the spec stores for one row x (f32, [D]): (decoded value, INT8 codes or None, INT8 scales or None)."""
     d = fmt["dtype"]
     if d == "f32":
-        return x
+        return x, None, None
     if d == "f16":
-        return x.astype(np.float16).astype(np.float32)
+        return x.astype(np.float16).astype(np.float32), None, None
     if d == "bf16":
         u = x.view(np.uint32).astype(np.uint64)
-        return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+        return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32), None, None
     s = np.float32(fmt["scale"])
     if d in FP8:
-        return (round_fp8(x / s, FP8[d]) * s).astype(np.float32)
+        return (round_fp8(x / s, FP8[d]) * s).astype(np.float32), None, None
     scheme, rounding = fmt["int8_scheme"], fmt["rounding"]
     if scheme == "static":
-        return (round_code(x * (np.float32(1) / s), rounding).astype(np.float32) * s).astype(np.float32)
+        codes = round_code(x * (np.float32(1) / s), rounding)
+        return (codes.astype(np.float32) * s).astype(np.float32), codes.astype(np.int8), np.zeros(0, np.float32)
     g = 32 if scheme == "q8_0" else len(x)
-    out = np.empty_like(x)
+    out, all_codes, scales = np.empty_like(x), np.zeros(len(x), np.int8), []
     for i in range(0, len(x), g):
         xs = x[i:i + g]
         scale = np.float32(np.max(np.abs(xs))) / np.float32(127)
         if scale == 0 or (scheme == "q8_0" and np.isinf(np.float32(1) / scale)):
             out[i:i + g] = 0
+            scales.append(np.float32(0))
             continue
         if scheme == "q8_0":
             codes = round_code(xs * (np.float32(1) / scale), rounding)
@@ -108,7 +115,9 @@ def store(x, fmt):
         else:
             codes = round_code(xs / scale, rounding)
         out[i:i + g] = (codes.astype(np.float32) * scale).astype(np.float32)
-    return out
+        all_codes[i:i + g] = codes.astype(np.int8)
+        scales.append(scale)
+    return out, all_codes, np.array(scales, np.float32)
 
 
 # ---- RoPE from true positions (spec §8) ----
@@ -130,6 +139,7 @@ def rope(x, pos, r, head_dim):
 
 
 def run_case(meta, t, bug):
+    """Returns the outputs file's tensors: "out", and the internals (rotated q/k, stored cache per row)."""
     case = json.loads(meta["case"])
     cfg = case["config"]
     L, Hq, Hkv, D = len(cfg["layers"]), cfg["num_q_heads"], cfg["num_kv_heads"], cfg["head_dim"]
@@ -137,6 +147,8 @@ def run_case(meta, t, bug):
     cap = cfg["softcap"]
     rows, positions = t["rows"], t["positions"]
     out = np.zeros(t["expected"].shape, dtype=np.float32)
+    tensors = {"out": out, "q_rot": np.zeros(t["q"].shape, np.float32), "k_rot": np.zeros(t["k"].shape, np.float32),
+               "k_stored": np.zeros(t["k"].shape, np.float32), "v_stored": np.zeros(t["v"].shape, np.float32)}
     for l, layer in enumerate(cfg["layers"]):
         W, S = layer["window"] + (1 if bug == "window+1" else 0), layer["sinks"]
         C = min(layer["sinks"] + layer["window"], cfg["max_tokens"]) + (1 if bug == "window+1" else 0)
@@ -148,13 +160,22 @@ def run_case(meta, t, bug):
             slots, K, V, p0 = rings[seq]
             slot = index if index < S else S + (index - S) % (C - S)
             k_rot = rope(t["k"][l, r], pos, layer["rope"], D).astype(np.float32)
+            tensors["k_rot"][l, r] = k_rot
             for h in range(Hkv):
-                K[slot, h] = store(k_rot[h], cfg["k_format"])
-                V[slot, h] = store(t["v"][l, r, h].astype(np.float32), cfg["v_format"])
+                for kv, x, cache in (("k", k_rot[h], K), ("v", t["v"][l, r, h].astype(np.float32), V)):
+                    value, codes, scales = store(x, cfg[kv + "_format"])
+                    cache[slot, h] = value
+                    tensors[kv + "_stored"][l, r, h] = value
+                    if codes is not None:  # INT8: the codes, and the scales where the scheme stores them
+                        tensors.setdefault(kv + "_codes", np.zeros(t[kv].shape, np.int8))[l, r, h] = codes
+                        if len(scales):
+                            shape = t[kv].shape[:3] + (len(scales),)
+                            tensors.setdefault(kv + "_scales", np.zeros(shape, np.float32))[l, r, h] = scales
             slots[slot] = pos
             j = slots - p0
             visible = (slots >= 0) & (j <= index) & ((j < S) | (j > index - W))
             q_rot = rope(t["q"][l, r], pos, layer["rope"], D)
+            tensors["q_rot"][l, r] = q_rot.astype(np.float32)
             for h in range(Hq):
                 g = h // (Hq // Hkv)
                 s = tau * (K[visible, g] @ q_rot[h])
@@ -165,7 +186,7 @@ def run_case(meta, t, bug):
                 p = np.exp(s - m)
                 denom = p.sum() + (np.exp(cfg["sink_logits"][l][h] - m) if cfg["sink_logits"] else 0.0)
                 out[l, r, h] = (p / denom) @ V[visible, g]
-    return out
+    return tensors
 
 
 def main():
@@ -173,13 +194,17 @@ def main():
     ap.add_argument("golden")
     ap.add_argument("out")
     ap.add_argument("--bug", choices=["window+1"], help="plant a bug that ringkv check must catch")
+    ap.add_argument("--write-internals", action="store_true",
+                    help="also write q_rot, k_rot and the stored cache per row (golden-format §7)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     manifest = json.load(open(os.path.join(args.golden, "manifest.json")))
     for c in manifest["cases"]:
         meta, t = read_safetensors(os.path.join(args.golden, c["file"]))
-        out = run_case(meta, t, args.bug)
-        write_safetensors(os.path.join(args.out, c["name"] + ".safetensors"), {"out": out},
+        tensors = run_case(meta, t, args.bug)
+        if not args.write_internals:
+            tensors = {"out": tensors["out"]}
+        write_safetensors(os.path.join(args.out, c["name"] + ".safetensors"), tensors,
                           {"format": "ringkv-golden-outputs", "name": meta["name"], "id": meta["id"],
                            "engine": "numpy-example" + ("-bug-" + args.bug if args.bug else "")})
         print(c["name"], file=sys.stderr)

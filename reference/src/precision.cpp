@@ -43,9 +43,22 @@ Precision parse_precision(const std::string& name) {
                     "\": must be one of f64, f32, tf32, f16, bf16, fp8_e4m3, fp8_e5m2, int8");
 }
 
+const char* to_string(QueryQuant q) {
+  switch (q) {
+    case QueryQuant::none: return "none";
+    case QueryQuant::q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+std::string storage_to_string(const std::optional<Precision>& storage) {
+  return storage ? to_string(*storage) : "as_configured";
+}
+
 std::string to_string(const PrecisionProfile& p) {
-  return std::string("q_dot=") + to_string(p.q_dot) + " k_storage=" + to_string(p.k_storage) +
-         " v_storage=" + to_string(p.v_storage) + " accumulator=" + to_string(p.accumulator) +
+  return std::string("q_dot=") + to_string(p.q_dot) + " q_quant=" + to_string(p.q_quant) +
+         " k_storage=" + storage_to_string(p.k_storage) + " v_storage=" + storage_to_string(p.v_storage) +
+         " qk_accumulator=" + to_string(p.qk_accumulator) + " pv_accumulator=" + to_string(p.pv_accumulator) +
          " p_before_pv=" + to_string(p.p_before_pv) + " output=" + to_string(p.output) +
          " rope_angle=" + to_string(p.rope_angle);
 }

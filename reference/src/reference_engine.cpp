@@ -51,7 +51,8 @@ PrecisionProfile ReferenceEngine::precision() const {
   p.q_dot = Precision::f32;
   p.k_storage = precision_of(config_.k_format.dtype);
   p.v_storage = precision_of(config_.v_format.dtype);
-  p.accumulator = Precision::f32;
+  p.qk_accumulator = Precision::f32;
+  p.pv_accumulator = Precision::f32;
   p.p_before_pv = Precision::f32;
   p.output = Precision::f32;
   p.rope_angle = Precision::f64;
@@ -104,6 +105,14 @@ void ReferenceEngine::order_visible(int64_t*, int64_t) const {}
 void ReferenceEngine::round_weights(float*, int64_t) const {}
 void ReferenceEngine::round_output(float*, int) const {}
 
+void ReferenceEngine::accumulate_pv(float* acc, float p, const float* v, int n) const {
+  for (int d = 0; d < n; ++d) acc[d] += p * v[d];
+}
+
+void ReferenceEngine::rotation_angles(const RopeConfig& rope, int64_t position, double* cos_out, double* sin_out) const {
+  rope_angles(rope, config_.head_dim, position, cos_out, sin_out);
+}
+
 // ---------------------------------------------------------------- the algorithm
 
 void ReferenceEngine::validate_batch(const StepBatch& batch) const { validate_step(config_, batch, seen_); }
@@ -154,7 +163,7 @@ void ReferenceEngine::write_token(int layer, int sequence, int64_t index, const 
   const int64_t slot = ring.geometry().slot_of(index);
   const int64_t position = start_of(sequence) + index;
   if (rope.style != RopeStyle::none) {
-    rope_angles(rope, D, rope_position(layer, position, slot), cos_.data(), sin_.data());
+    rotation_angles(rope, rope_position(layer, position, slot), cos_.data(), sin_.data());
   }
   for (int h = 0; h < config_.num_kv_heads; ++h) {
     const float* k_row = k + static_cast<size_t>(h) * static_cast<size_t>(D);
@@ -181,8 +190,7 @@ void ReferenceEngine::attend_token(int layer, int sequence, int64_t index, const
   // 1. Rotate the query from its true position.
   const int64_t position = p0 + index;
   if (rope.style != RopeStyle::none) {
-    rope_angles(rope, D, rope_position(layer, position, ring.geometry().slot_of(index)), cos_.data(),
-                sin_.data());
+    rotation_angles(rope, rope_position(layer, position, ring.geometry().slot_of(index)), cos_.data(), sin_.data());
     for (int h = 0; h < Hq; ++h) {
       rope_rotate(rope, D, cos_.data(), sin_.data(), q + h * D, q_rot_.data() + h * D);
     }
@@ -239,9 +247,7 @@ void ReferenceEngine::attend_token(int layer, int sequence, int64_t index, const
     for (int64_t i = 0; i < n_visible; ++i) {
       ring.decode_v(visible_[static_cast<size_t>(i)], g, row_.data());
       for (int m = 0; m < group; ++m) {
-        const float p = scores[m * C + i];
-        float* am = acc + m * D;
-        for (int d = 0; d < D; ++d) am[d] += p * row_[static_cast<size_t>(d)];
+        accumulate_pv(acc + m * D, scores[m * C + i], row_.data(), D);
       }
     }
     for (int m = 0; m < group; ++m) {

@@ -53,7 +53,7 @@ extern "C" {
 /* ------------------------------------------------------------------ versions */
 
 #define RINGKV_ABI_VERSION_MAJOR 1u
-#define RINGKV_ABI_VERSION_MINOR 0u
+#define RINGKV_ABI_VERSION_MINOR 1u
 /** (major << 16) | minor: the value a table's abi_version carries. */
 #define RINGKV_ABI_MAKE_VERSION(major, minor) RINGKV_ABI_U32((RINGKV_ABI_U32(major) << 16) | RINGKV_ABI_U32(minor))
 #define RINGKV_ABI_VERSION RINGKV_ABI_MAKE_VERSION(RINGKV_ABI_VERSION_MAJOR, RINGKV_ABI_VERSION_MINOR)
@@ -191,11 +191,34 @@ typedef struct ringkv_precision_profile {
   int32_t q_dot;         /**< precision of the (rotated) q as it enters q.k; the reference: F32 */
   int32_t k_storage;     /**< what K is stored as; AS_CONFIGURED (capabilities only) or a precision */
   int32_t v_storage;     /**< what V is stored as; likewise */
-  int32_t accumulator;   /**< accumulation of q.k, of the softmax sums and of P.V */
+  int32_t accumulator;   /**< accumulation of q.k, of the softmax sums and of P.V (profile 1; ABI 1.1 can
+                              split it: ringkv_precision_profile2) */
   int32_t p_before_pv;   /**< precision P is rounded to before P.V */
   int32_t output;        /**< precision the output is rounded to (before ringkv reads it as f32) */
   int32_t rope_angle;    /**< precision of position * inv_freq and of cos/sin; the reference: F64 */
 } ringkv_precision_profile;
+
+/** How q is quantised for q.k (ringkv::QueryQuant), beyond rounding it to q_dot. */
+typedef enum ringkv_q_quant {
+  RINGKV_Q_QUANT_NONE = 0,
+  /** blocks of 32 of the rotated q, scale max|q|/127 stored as f16, codes round(q/scale):
+      ggml quantises q so when K is q8_0 */
+  RINGKV_Q_QUANT_Q8_0 = 1
+} ringkv_q_quant;
+
+/** Precision profile 2 (ABI 1.1): appended, as `precision2`, to ringkv_capabilities and
+    ringkv_engine_info after their 1.0 fields. The host zeroes it and sets struct_size. A plugin built
+    against ABI 1.0 leaves it zero, which means what profile 1 says: q.k and P.V both accumulate in
+    precision.accumulator and q is not quantised. */
+typedef struct ringkv_precision_profile2 {
+  uint32_t struct_size;        /**< set by the host: sizeof(ringkv_precision_profile2) */
+  /** Nonzero: qk_accumulator and pv_accumulator below replace precision.accumulator (set that one to
+      the coarser of the two, which is what an ABI 1.0 host reads). */
+  int32_t split_accumulators;
+  int32_t qk_accumulator;      /**< a ringkv_precision: q.k, the scores, the softmax sum and the division by it */
+  int32_t pv_accumulator;      /**< a ringkv_precision: the P.V sum */
+  int32_t q_quant;             /**< a ringkv_q_quant; 0 = none */
+} ringkv_precision_profile2;
 
 /* ------------------------------------------------------------------ capabilities */
 
@@ -237,6 +260,8 @@ typedef struct ringkv_capabilities {
       engine. */
   ringkv_precision_profile precision;
   char name[RINGKV_NAME_SIZE];  /**< NUL-terminated short name for reports, e.g. "myengine-0.3-f16" */
+  /** ABI 1.1: split accumulators and q quantisation; all zero = profile 1 (see ringkv_precision_profile2). */
+  ringkv_precision_profile2 precision2;
 } ringkv_capabilities;
 
 /** Per-engine information (optional get_info). The host zeroes it and sets struct_size. */
@@ -245,6 +270,7 @@ typedef struct ringkv_engine_info {
   int32_t deterministic;           /**< as in ringkv_capabilities, for this engine's config */
   ringkv_precision_profile precision;  /**< for this engine's config; AS_CONFIGURED is not allowed here */
   char name[RINGKV_NAME_SIZE];     /**< NUL-terminated; empty: the capabilities' name */
+  ringkv_precision_profile2 precision2;  /**< ABI 1.1; as in ringkv_capabilities, for this engine's config */
 } ringkv_engine_info;
 
 /* ------------------------------------------------------------------ tensors */

@@ -63,6 +63,10 @@ class ReferenceEngine : public Engine {
   virtual void round_query(float* q_rot, int n) const;
   /// Rounds the normalised weights P before P·V, if an engine does (the reference does not).
   virtual void round_weights(float* p, int64_t n) const;
+  /// Adds p·v[0..n) to the P·V accumulator acc[0..n) (the reference: in f32).
+  virtual void accumulate_pv(float* acc, float p, const float* v, int n) const;
+  /// The RoPE angles of a position (the reference: rope_angles, in f64).
+  virtual void rotation_angles(const RopeConfig& rope, int64_t position, double* cos_out, double* sin_out) const;
   /// Rounds one head's output, if an engine does (the reference does not).
   virtual void round_output(float* o, int n) const;
   /// Orders the visible slots of one query before the sums over them (the reference keeps slot order).
