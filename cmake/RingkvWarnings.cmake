@@ -8,8 +8,8 @@ target_compile_options(ringkv_build_flags INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${RINGKV_WERROR}>>:-Werror>)
 if(RINGKV_SANITIZE)
   target_compile_options(ringkv_build_flags INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer>)
-  target_link_options(ringkv_build_flags INTERFACE -fsanitize=address,undefined)
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer>)
+  target_link_options(ringkv_build_flags INTERFACE -fsanitize=address,undefined,float-cast-overflow)
 endif()
 
 # Results of the reference and the oracle must not depend on the compiler's

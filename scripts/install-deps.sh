@@ -13,7 +13,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libcli11-dev \
   nlohmann-json3-dev \
   libbenchmark-dev \
-  python3 python3-venv
+  python3 python3-venv \
+  clang-14 libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer
 
 # cuobjdump for the kernel resource test (cuda.kernel_resources): some CUDA toolkit installs lack
 # it; PyPI's pinned nvidia-cuda-cuobjdump reads nvcc 13 objects. Best effort: without it that

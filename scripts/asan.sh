@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The sanitizer job (docs/reliability.md, "Sanitizers"): the `asan` preset (ASan + UBSan, every check
+# fatal: -fno-sanitize-recover=all) builds the CLI, the plugin worker and plugins and the test programs
+# that read untrusted input or drive foreign code, and runs them, then `ringkv check --properties` on
+# every built-in engine (every golden case, the 12 properties at 100 cases) under LeakSanitizer.
+#
+# Run here under ASan: ringkv_unit_tests, ringkv_tolerance_tests, ringkv_golden_tests,
+# ringkv_golden_outputs_tests, ringkv_abi_tests (every fault plugin), the allocation counter, the fuzz
+# regression replays and the CLI tests. Not built here, to keep CI within its time on 2 cores, each
+# covered by another run under ASan:
+#   ringkv_property_tests and ringkv_cuda_plan_property_tests: the same 12 properties on the same
+#     engines (reference, cuda-plan, cuda-plan-cublas) that `ringkv check --properties` runs below;
+#   ringkv_mutant_tests: the mutants and controls are the reference engine's code with one change,
+#     which the property run below and the mutant plugins of ringkv_abi_tests exercise;
+#   the installed-package consumer test (it configures and builds the project again);
+#   the mutant plugins through the CLI (cli.plugin_mutant_*: the same host and worker code that
+#     cli.plugin_reference_* and ringkv_abi_tests run), the numpy example and the Python readers
+#     (they need a virtual environment, not sanitized code).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+start=$(date +%s)
+cmake --preset asan >/dev/null
+cmake --build --preset asan --target ringkv ringkv_abi_tests ringkv_unit_tests ringkv_tolerance_tests \
+  ringkv_golden_tests ringkv_golden_outputs_tests ringkv_allocation_tests ringkv_outputs_fixture \
+  $(for f in fuzz/*.dict; do echo "ringkv_fuzz_replay_$(basename "$f" .dict)"; done)
+echo "asan: built in $(( $(date +%s) - start )) s"
+ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|python_readers|numpy_example|_NOT_BUILT'
+ctest --preset asan -R '^cli\.' -E 'cli\.plugin_mutant_|shrink_bench|numpy_example|_NOT_BUILT'
+./build-asan/abi/ringkv_abi_tests
+./build-asan/conformance/ringkv_allocation_tests
+echo "asan: tests done at $(( $(date +%s) - start )) s"
+./build-asan/cli/ringkv check --properties --quiet
+echo "asan: done in $(( $(date +%s) - start )) s"
