@@ -217,16 +217,24 @@ Case case_from_json(const json& j) {
     }
     c.steps.push_back(st);
   }
-  c.initial_streams = field(j, p, "initial_streams").get<std::vector<int>>();
-  c.seed = field(j, p, "seed").get<uint64_t>();
+  // Typed reads that name the field on a wrong type (never a bare nlohmann exception).
+  const auto typed = [&](const char* name, const char* what, auto* out) {
+    try {
+      *out = field(j, p, name).get<std::remove_pointer_t<decltype(out)>>();
+    } catch (const json::exception&) {
+      bad(p + "." + name, std::string("must be ") + what);
+    }
+  };
+  typed("initial_streams", "an array of integers", &c.initial_streams);
+  typed("seed", "an unsigned 64-bit integer", &c.seed);
   const std::string data = get_string(j, p, "data");
   if (data != "random" && data != "needle") bad(p + ".data", "= \"" + data + "\": must be random or needle");
   c.data = data == "random" ? DataMode::random : DataMode::needle;
   c.qk_amplitude = static_cast<float>(get_double(j, p, "qk_amplitude"));
-  c.layer_salt = field(j, p, "layer_salt").get<std::vector<uint64_t>>();
-  c.stream_salt = field(j, p, "stream_salt").get<std::vector<uint64_t>>();
-  c.needle_windows = field(j, p, "needle_windows").get<std::vector<int64_t>>();
-  c.needle_sinks = field(j, p, "needle_sinks").get<std::vector<int64_t>>();
+  typed("layer_salt", "an array of integers", &c.layer_salt);
+  typed("stream_salt", "an array of integers", &c.stream_salt);
+  typed("needle_windows", "an array of integers", &c.needle_windows);
+  typed("needle_sinks", "an array of integers", &c.needle_sinks);
   c.kv_head_repeat = static_cast<int>(get_int(j, p, "kv_head_repeat"));
   c.zero_rows_every = get_int(j, p, "zero_rows_every");
   try {
