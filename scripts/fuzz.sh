@@ -33,7 +33,7 @@ run_one() {
   local work="$BUILD/fuzz-corpus/$t" findings="$BUILD/fuzz-findings/$t" log="$BUILD/fuzz-logs/$t.log"
   mkdir -p "$work" "$findings" "$(dirname "$log")"
   local rc=0
-  "$BUILD/fuzz/ringkv_fuzz_$t" -runs="$RUNS" -max_total_time="$SECONDS_CAP" -timeout=10 -rss_limit_mb=2048 \
+  "$BUILD/fuzz/ringkv_fuzz_$t" -seed="${RINGKV_FUZZ_SEED:-1}" -runs="$RUNS" -max_total_time="$SECONDS_CAP" -timeout=10 -rss_limit_mb=2048 \
     -dict="fuzz/$t.dict" -artifact_prefix="$findings/" -print_final_stats=1 "$work" "fuzz/corpus/$t" \
     >"$log" 2>&1 || rc=$?
   local execs
