@@ -12,10 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "golden/coverage.hpp"
 #include "golden/golden.hpp"
 #include "property_runner.hpp"
 #include "ringkv/cuda_engine.hpp"
 #include "ringkv/reference_engine.hpp"
+#include "support/capabilities.hpp"
 #include "support/config_json.hpp"
 #include "support/profiles.hpp"
 #ifdef RINGKV_HAVE_ABI
@@ -125,11 +127,51 @@ std::string xml_escape(const std::string& s) {
 
 struct EngineUnderTest {
   std::string label;  // as given on the command line
-  EngineFactory factory;
+  EngineFactory factory;  // its capabilities are the engine's declaration (file exchange: the capabilities file's)
   bool external_outputs = false;
   std::string unavailable;  // non-empty: a built-in engine this machine cannot run (listed as skipped)
   bool qk_rotated_by_ringkv = false;  // a plugin with wants_rotated_qk: ringkv rotates q and k for it
+  std::string capabilities_source;    // file exchange: the capabilities file ("" without one)
 };
+
+// What one engine was judged on (golden/coverage.hpp), and whether the required classes were.
+struct EngineCoverage {
+  std::vector<golden::ClassCoverage> classes;
+  std::vector<std::string> missing;  // required classes that went unjudged, with why
+  int core_judged = 0, core_applicable = 0, features_judged = 0, features_applicable = 0;
+  std::string line;  // "core 32 of 32 classes judged; features: ..."
+};
+
+// `required`: what --require-classes names; else, with `require_default`, the structural classes the
+// engine can express; else nothing is required (a filtered run).
+EngineCoverage engine_coverage(const Capabilities& caps, const std::vector<golden::CaseCoverageInput>& cases,
+                               const std::optional<std::regex>& required, bool require_default) {
+  EngineCoverage c;
+  c.classes = golden::class_coverage(caps, cases);
+  std::string na, unjudged;
+  for (const golden::ClassCoverage& k : c.classes) {
+    const golden::ClassInfo& info = golden::class_info(k.name);
+    const bool core = info.level == golden::ClassLevel::core;
+    if (k.status != golden::Coverage::not_applicable) ++(core ? c.core_applicable : c.features_applicable);
+    if (k.status == golden::Coverage::judged) ++(core ? c.core_judged : c.features_judged);
+    if (!core && k.status == golden::Coverage::not_applicable) na += (na.empty() ? "" : ", ") + k.name;
+    if (k.status == golden::Coverage::not_judged) unjudged += (unjudged.empty() ? "" : ", ") + k.name;
+    // Required: what --require-classes names (even where not applicable: it was asked for), else the
+    // structural classes the engine can express.
+    const bool want = required          ? std::regex_search(k.name, *required)
+                      : require_default ? info.structural && k.status != golden::Coverage::not_applicable
+                                        : false;
+    if (want && k.status != golden::Coverage::judged) {
+      c.missing.push_back(k.name + (k.why.empty() ? std::string(" (no case within the capabilities was compared)")
+                                                  : " (not applicable: " + k.why + ")"));
+    }
+  }
+  c.line = "core " + std::to_string(c.core_judged) + " of " + std::to_string(c.core_applicable) + " classes judged; features " +
+           std::to_string(c.features_judged) + " of " + std::to_string(c.features_applicable) + " judged";
+  if (!na.empty()) c.line += "; n/a: " + na;
+  if (!unjudged.empty()) c.line += "; not judged: " + unjudged;
+  return c;
+}
 
 // The built-in engines by name: the reference, the CUDA engine's plan on the host, and the CUDA engines.
 const char* const kBuiltinEngines[] = {"reference", "cuda-plan", "cuda-plan-cublas", "cuda", "cuda-cublas"};
@@ -148,14 +190,14 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
     if ((spec == "cuda" || spec == "cuda-cublas") && !cuda::cuda_unavailable_reason().empty()) {
       throw InputError("--engine " + spec + ": " + cuda::cuda_unavailable_reason());
     }
-    return {spec, builtin_factory(spec), false, {}};
+    return {spec, builtin_factory(spec), false, {}, false, {}};
   }
   if (spec.find('/') != std::string::npos || spec.ends_with(".so")) {
 #ifdef RINGKV_HAVE_ABI
     abi::PluginOptions po;
     po.timeout_ms = opt.timeout_ms;
     const std::shared_ptr<abi::Plugin> plugin = abi::Plugin::open(spec, po);
-    return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0};
+    return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0, {}};
 #else
     (void)opt;
     throw InputError("--engine " + spec + ": this ringkv was built without plugin support");
@@ -166,6 +208,36 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
 }
 
 }  // namespace
+
+std::string list_golden(const std::string& dir, const std::string& capabilities_file, const std::string& level) {
+  if (!level.empty() && level != "core" && level != "feature") {
+    throw InputError("--level \"" + level + "\": must be core or feature");
+  }
+  std::optional<conformance::CapabilitiesFile> caps;
+  if (!capabilities_file.empty()) {
+    try {
+      caps = conformance::read_capabilities_file(capabilities_file);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--capabilities: ") + e.what());
+    }
+  }
+  std::ostringstream os;
+  int listed = 0, total = 0;
+  for (const ManifestEntry& e : read_manifest(dir)) {
+    if (!level.empty() && e.level != level) continue;
+    ++total;
+    if (caps) {
+      const golden::GoldenCase g = golden::load_manifest_case(dir, e);
+      if (!conformance::capability_gap(caps->capabilities, g.c).empty()) continue;
+    }
+    ++listed;
+    std::string features;
+    for (const std::string& f : e.features) features += (features.empty() ? "" : ",") + f;
+    os << e.name << "  " << e.level << (features.empty() ? "" : "  " + features) << "\n";
+  }
+  if (caps) os << "# " << listed << " of " << total << " cases within the capabilities in " << capabilities_file << "\n";
+  return os.str();
+}
 
 std::string describe_golden(const std::string& dir, const std::string& name_or_path) {
   std::string path = name_or_path;
@@ -199,6 +271,7 @@ int run_check(const CheckOptions& opt) {
   }
   if (!(opt.shrink_time >= 0)) throw InputError("--shrink-time must be >= 0 seconds");
   std::vector<ManifestEntry> selected;
+  std::string set_generator;  // a random set: the command that regenerates it (for reproduce lines)
   if (!opt.no_golden) {
     for (const ManifestEntry& e : read_manifest(opt.golden_dir)) {
       std::string key = e.name + " " + e.id;
@@ -206,6 +279,11 @@ int run_check(const CheckOptions& opt) {
       if (std::regex_search(key, keep) && !std::regex_search(key, drop)) selected.push_back(e);
     }
     if (selected.empty()) throw InputError("no golden case matches --filter/--exclude in " + opt.golden_dir);
+    try {
+      set_generator = golden::golden_set_generator(opt.golden_dir);
+    } catch (const std::exception& e) {
+      throw InputError(e.what());
+    }
   }
 
   // --profile: a named profile of profiles/ or a profile file; default f32 everywhere, storage as
@@ -218,15 +296,38 @@ int run_check(const CheckOptions& opt) {
       throw InputError("--profile " + opt.profile_file + ": " + e.what());
     }
   }
+  // --require-classes: a regex over class names; without it, runs with --filter/--exclude require
+  // nothing, the others the structural classes within each engine's capabilities.
+  const bool filtered = !opt.filter.empty() || !opt.exclude.empty();
+  std::optional<std::regex> required;
+  if (!opt.require_classes.empty()) required = make_regex(opt.require_classes, "--require-classes");
+  const bool require_default = !required && !filtered;
   std::vector<EngineUnderTest> engines;
   if (!opt.outputs_dir.empty()) {
     if (!opt.engines.empty() || properties) throw InputError("--outputs cannot be combined with --engine or --properties");
-    engines.push_back({"outputs:" + opt.outputs_dir, {}, true, {}});
+    EngineUnderTest e{"outputs:" + opt.outputs_dir, {}, true, {}, false, {}};
+    // The engine's capabilities file: --capabilities, else capabilities.json beside its outputs.
+    std::string caps_path = opt.capabilities_file;
+    if (caps_path.empty() && fs::exists(fs::path(opt.outputs_dir) / "capabilities.json")) {
+      caps_path = (fs::path(opt.outputs_dir) / "capabilities.json").string();
+    }
+    if (!caps_path.empty()) {
+      try {
+        const conformance::CapabilitiesFile f = conformance::read_capabilities_file(caps_path);
+        e.factory.capabilities = f.capabilities;
+        e.capabilities_source = caps_path;
+        // Profile precedence: the outputs file's own, then --profile, then the capabilities file's.
+        if (opt.profile_file.empty() && f.profile) external_profiles = conformance::ProfileSet{f.name, *f.profile, {}};
+      } catch (const std::exception& ex) {
+        throw InputError(std::string("--capabilities: ") + ex.what());
+      }
+    }
+    engines.push_back(e);
   } else if (opt.engines.empty()) {
     // Every built-in engine; the CUDA engines are listed as skipped, with the reason, where this
     // machine cannot run them (built without CUDA, or no device).
     for (const char* name : kBuiltinEngines) {
-      EngineUnderTest e{name, builtin_factory(name), false, {}};
+      EngineUnderTest e{name, builtin_factory(name), false, {}, false, {}};
       if (e.label == "cuda" || e.label == "cuda-cublas") e.unavailable = cuda::cuda_unavailable_reason();
       engines.push_back(e);
     }
@@ -252,6 +353,7 @@ int run_check(const CheckOptions& opt) {
       r.reproduce = "ringkv check " + (eng.external_outputs ? "--outputs " + shell_quote(opt.outputs_dir)
                                                             : "--engine " + shell_quote(eng.label)) +
                     " --golden " + shell_quote(opt.golden_dir) + " --filter " + shell_quote("^" + e.name + " ");
+      if (!set_generator.empty()) r.reproduce = set_generator + "\n  then: " + r.reproduce;
       bool expect_fail = false;
       for (const std::regex& x : xfails) expect_fail = expect_fail || std::regex_search(e.name, x) || std::regex_search(e.id, x);
       golden::GoldenOutcome o;
@@ -260,9 +362,14 @@ int run_check(const CheckOptions& opt) {
         const golden::GoldenCase g = golden::load_manifest_case(opt.golden_dir, e);
         if (eng.external_outputs) {
           const fs::path out = fs::path(opt.outputs_dir) / (e.name + ".safetensors");
-          if (!fs::exists(out)) {
+          const std::string gap = eng.capabilities_source.empty() ? "" : conformance::capability_gap(eng.factory.capabilities, g.c);
+          if (!fs::exists(out) && !gap.empty()) {
+            o.skipped = true;  // outside what the capabilities file declares: not applicable
+            o.skip_reason = "outside the capabilities in " + eng.capabilities_source + ": " + gap;
+          } else if (!fs::exists(out)) {
             o.passed = false;
-            o.failure = "no outputs file " + out.string();
+            o.failure = "no outputs file " + out.string() +
+                        (eng.capabilities_source.empty() ? "" : " (the case is within the capabilities in " + eng.capabilities_source + ")");
           } else {
             o = golden::check_golden_outputs(g, out.string(), conformance::resolve_profile(external_profiles, e.classes));
           }
@@ -333,6 +440,30 @@ int run_check(const CheckOptions& opt) {
     }
   }
 
+  // ---- coverage: on which classes each engine was judged (golden/coverage.hpp) ----
+  std::map<std::string, EngineCoverage> coverage;
+  for (const EngineUnderTest& eng : engines) {
+    if (!eng.unavailable.empty() || opt.no_golden) continue;  // an engine that did not run is not judged at all
+    std::vector<golden::CaseCoverageInput> cases;
+    for (const CaseResult& r : results) {
+      if (r.engine != eng.label) continue;
+      const bool judged = r.status == CaseResult::Status::passed || r.status == CaseResult::Status::failed ||
+                          r.status == CaseResult::Status::xpass;
+      cases.push_back({r.classes, judged});
+    }
+    EngineCoverage c = engine_coverage(eng.factory.capabilities, cases, required, require_default);
+    if (!c.missing.empty()) {
+      failed = true;
+      std::string list;
+      for (const std::string& m : c.missing) list += "\n    " + m;
+      reasons.push_back("engine " + eng.label + ": " + std::to_string(c.missing.size()) + " required class(es) not judged (" +
+                        (required ? "--require-classes " + opt.require_classes
+                                  : std::string("default: the structural classes within its capabilities")) +
+                        "):" + list);
+    }
+    coverage.emplace(eng.label, std::move(c));
+  }
+
   // ---- report: a table per boundary class ----
   for (const EngineUnderTest& eng : engines) {
     if (!eng.unavailable.empty()) {
@@ -359,27 +490,20 @@ int run_check(const CheckOptions& opt) {
     }
     std::printf("\nringkv check: engine %s, %zu golden cases from %s\n", eng.label.c_str(), selected.size(),
                 opt.golden_dir.c_str());
-    std::printf("%-22s %7s %7s %6s %8s %6s %12s\n", "boundary class", "passed", "failed", "xfail", "skipped", "error",
-                "worst/tol");
-    int uncovered = 0;
-    std::vector<std::string> uncovered_names;
-    for (const auto& [cls, row] : rows) {
-      std::printf("%-22s %7d %7d %6d %8d %6d %12.3g\n", cls.c_str(), row.passed, row.failed, row.xfail, row.skipped,
-                  row.error, row.worst);
-      if (row.passed + row.failed + row.xfail + row.error == 0) {
-        ++uncovered;
-        uncovered_names.push_back(cls);
-      }
+    if (!eng.capabilities_source.empty()) std::printf("capabilities: %s\n", eng.capabilities_source.c_str());
+    std::printf("%-20s %-8s %7s %7s %6s %8s %6s %12s  %s\n", "boundary class", "level", "passed", "failed", "xfail",
+                "skipped", "error", "worst/tol", "coverage");
+    const EngineCoverage& cov = coverage.at(eng.label);
+    for (const golden::ClassCoverage& k : cov.classes) {
+      const Row row = rows.count(k.name) ? rows.at(k.name) : Row{};
+      const golden::ClassInfo& info = golden::class_info(k.name);
+      std::string status = golden::to_string(k.status);
+      if (!k.why.empty()) status += " (" + k.why + ")";
+      std::printf("%-20s %-8s %7d %7d %6d %8d %6d %12.3g  %s\n", k.name.c_str(),
+                  info.level == golden::ClassLevel::core ? "core" : "feature", row.passed, row.failed, row.xfail,
+                  row.skipped, row.error, row.worst, status.c_str());
     }
-    const double frac = rows.empty() ? 0.0 : static_cast<double>(uncovered) / static_cast<double>(rows.size());
-    if (frac > opt.max_skipped_classes) {
-      failed = true;
-      std::string list;
-      for (const std::string& n : uncovered_names) list += " " + n;
-      reasons.push_back("engine " + eng.label + ": " + std::to_string(uncovered) + " of " + std::to_string(rows.size()) +
-                        " boundary classes were never tested (every case skipped as unsupported), more than "
-                        "--max-skipped-classes " + std::to_string(opt.max_skipped_classes) + ":" + list);
-    }
+    std::printf("coverage of %s: %s\n", eng.label.c_str(), cov.line.c_str());
     // RoPE checked apart from attention (golden-format §7): one line for an engine ringkv rotates
     // for, else one per case that has a verdict.
     bool rope_header = false;
@@ -428,6 +552,10 @@ int run_check(const CheckOptions& opt) {
   std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases", failed ? "FAILED" : errors ? "ERROR" : "PASSED",
               passed, n_fail, xf, skipped);
   if (errors) std::printf(", %d unusable golden file(s)", errors);
+  for (const auto& [label, cov] : coverage) {
+    std::printf("; %s: core %d of %d classes judged, features %d of %d", label.c_str(), cov.core_judged,
+                cov.core_applicable, cov.features_judged, cov.features_applicable);
+  }
   if (properties) {
     int pf = 0;
     for (const auto& pr : props) pf += pr.second.passed ? 0 : 1;
@@ -474,6 +602,19 @@ int run_check(const CheckOptions& opt) {
       }
       j["cases"].push_back(jc);
     }
+    for (const auto& [label, cov] : coverage) {
+      json jc = {{"engine", label}, {"line", cov.line}, {"missing", cov.missing},
+                 {"core_judged", cov.core_judged}, {"core_applicable", cov.core_applicable},
+                 {"features_judged", cov.features_judged}, {"features_applicable", cov.features_applicable}};
+      for (const golden::ClassCoverage& k : cov.classes) {
+        json e = {{"class", k.name}, {"level", golden::class_info(k.name).level == golden::ClassLevel::core ? "core" : "feature"},
+                  {"structural", golden::class_info(k.name).structural}, {"status", golden::to_string(k.status)},
+                  {"cases_judged", k.cases_judged}};
+        if (!k.why.empty()) e["why"] = k.why;
+        jc["classes"].push_back(e);
+      }
+      j["coverage"].push_back(jc);
+    }
     for (const auto& [eng, p] : props) {
       json jp = {{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"skipped", p.skipped}, {"report", p.report}};
       if (!p.passed && p.error.empty()) {
@@ -513,6 +654,23 @@ int run_check(const CheckOptions& opt) {
           x << "<skipped message=\"" << xml_escape(status_name(r.status) + std::string(": ") + r.detail) << "\"/>";
         }
         x << "</testcase>\n";
+      }
+      // One test case per class in a coverage suite: judged passes, not applicable is skipped, and a
+      // class that went unjudged is a failure when it was required, else skipped.
+      if (const auto it = coverage.find(eng.label); it != coverage.end()) {
+        for (const golden::ClassCoverage& k : it->second.classes) {
+          x << "    <testcase classname=\"coverage\" name=\"" << xml_escape(k.name) << "\">";
+          const bool missing = std::any_of(it->second.missing.begin(), it->second.missing.end(),
+                                           [&](const std::string& m) { return m.rfind(k.name + " (", 0) == 0; });
+          if (missing) {
+            x << "<failure message=\"" << xml_escape("required class not judged: " + std::string(golden::to_string(k.status)) +
+                                                     (k.why.empty() ? "" : " (" + k.why + ")")) << "\"/>";
+          } else if (k.status != golden::Coverage::judged) {
+            x << "<skipped message=\"" << xml_escape(std::string(golden::to_string(k.status)) + (k.why.empty() ? "" : ": " + k.why))
+              << "\"/>";
+          }
+          x << "</testcase>\n";
+        }
       }
       for (const auto& [e, p] : props) {
         if (e != eng.label) continue;

@@ -26,8 +26,12 @@ struct CheckOptions {
   /// Non-empty: run only the property case this replay token names (implies --properties).
   std::string replay;
   std::string filter, exclude, xfail_file;
-  double max_skipped_classes = 0.25;
+  /// Classes (regex over class names) that must be judged; empty: the default, the structural
+  /// classes within each engine's capabilities, for runs without --filter/--exclude.
+  std::string require_classes;
   std::string outputs_dir, profile_file;
+  /// File exchange: the engine's capabilities file (default: capabilities.json in outputs_dir, if any).
+  std::string capabilities_file;
   int timeout_ms = 60000;
   std::string junit_file, json_file;
   bool quiet = false;
@@ -35,6 +39,11 @@ struct CheckOptions {
 
 /// Runs the check; returns the exit code (0 passed, 1 failed).
 int run_check(const CheckOptions& options);
+
+/// `ringkv golden list`: one line per case (name, level, features). With a capabilities file
+/// (docs/golden-format.md §10), only the cases an engine with those capabilities should run, then a
+/// comment line with the count; `level` ("core", "feature" or "") keeps only that level.
+std::string list_golden(const std::string& golden_dir, const std::string& capabilities_file, const std::string& level);
 
 /// `ringkv golden describe`: config, schedule and classes of one case.
 std::string describe_golden(const std::string& golden_dir, const std::string& name_or_path);

@@ -2,7 +2,7 @@
 //
 //   ringkv check [--engine reference|cuda|cuda-cublas|cuda-plan|cuda-plan-cublas|PATH.so] [--golden DIR] [--properties [--cases N]] ...
 //   ringkv check --outputs DIR [--profile NAME|FILE] (engines that wrote their outputs to files)
-//   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE
+//   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE | list [--capabilities FILE] | matrix
 //   ringkv memory --layers L --kv-heads H --head-dim D --dtype f16 [--window W] ...
 //
 // Exit codes: 0 all passed, 1 a check failed, 2 bad arguments or unreadable input.
@@ -22,7 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include "check.hpp"
+#include "golden/coverage.hpp"
 #include "golden/golden.hpp"
+#include "support/capabilities.hpp"
 #include "memory.hpp"
 #include "ringkv/error.hpp"
 #include "support/config_json.hpp"
@@ -86,10 +88,13 @@ int main(int argc, char** argv) {
   check->add_option("--xfail", chk.xfail_file,
                     "File of regexes (one per line, # comments) naming cases expected to fail: they are reported as "
                     "xfail, and an unexpected pass fails the run");
-  check->add_option("--max-skipped-classes", chk.max_skipped_classes,
-                    "Fail if more than this fraction of the boundary classes had every case skipped as unsupported "
-                    "(default 0.25)")
-      ->check(CLI::Range(0.0, 1.0));
+  check->add_option("--require-classes", chk.require_classes,
+                    "Fail if a boundary class matching this regex was not judged (no case carrying it compared). "
+                    "Default, for runs without --filter/--exclude: the structural classes within each engine's "
+                    "capabilities (docs/golden-format.md §10)");
+  check->add_option("--capabilities", chk.capabilities_file,
+                    "With --outputs: the external engine's capabilities file (default: capabilities.json in the "
+                    "outputs folder, if there); cases outside it need no outputs file (docs/golden-format.md §10)");
   check->add_option("--outputs", chk.outputs_dir,
                     "Check outputs an external engine wrote (one <case>.safetensors per golden case, "
                     "docs/golden-format.md) instead of running an engine");
@@ -109,11 +114,29 @@ int main(int argc, char** argv) {
   std::string gen_out = RINGKV_DEFAULT_GOLDEN_DIR, verify_dir = RINGKV_DEFAULT_GOLDEN_DIR, describe_case;
   CLI::App* gen = golden_cmd->add_subcommand("generate", "Regenerate every golden case (byte-for-byte on the same toolchain)");
   gen->add_option("--out", gen_out, "Output folder (default: the committed golden/)");
+  int gen_random = 0;
+  uint64_t gen_seed = 1;
+  std::string gen_caps;
+  gen->add_option("--random", gen_random,
+                  "Instead of the committed set: N random cases from the property generators, for engines reached "
+                  "through files (names random_<seed>_<i>)")
+      ->check(CLI::Range(1, 100000));
+  gen->add_option("--seed", gen_seed, "With --random: the seed (default 1; the manifest records it)");
+  gen->add_option("--capabilities", gen_caps, "With --random: keep the cases within this capabilities file "
+                                              "(docs/golden-format.md §10)");
   CLI::App* ver = golden_cmd->add_subcommand("verify", "Check the manifest's hashes and regenerate every case in memory");
   ver->add_option("dir", verify_dir, "Golden folder (default: the committed golden/)");
   CLI::App* des = golden_cmd->add_subcommand("describe", "Print a case's config, schedule and classes");
   des->add_option("case", describe_case, "Case name (as in manifest.json) or path of a .safetensors file")->required();
   des->add_option("--golden", verify_dir, "Golden folder (default: the committed golden/)");
+  std::string list_caps, list_level;
+  CLI::App* lst = golden_cmd->add_subcommand("list", "List the cases with their level and features, or those an "
+                                                     "engine with given capabilities should run");
+  lst->add_option("--golden", verify_dir, "Golden folder (default: the committed golden/)");
+  lst->add_option("--capabilities", list_caps, "Capabilities file (docs/golden-format.md §10): only the cases within it");
+  lst->add_option("--level", list_level, "Only cases of this level: core or feature");
+  CLI::App* mat = golden_cmd->add_subcommand("matrix", "Print the coverage matrix of docs/golden-format.md "
+                                                       "(cases per class for typical capability sets)");
 
   // ---- memory ----
   MemoryQuery mem;
@@ -155,9 +178,25 @@ int main(int argc, char** argv) {
     }
     if (golden_cmd->parsed()) {
       if (gen->parsed()) {
-        golden::generate_golden_set(gen_out, [](const std::string& name, size_t bytes) {
+        const auto progress = [](const std::string& name, size_t bytes) {
           std::cerr << "  " << name << " (" << bytes << " bytes)" << std::endl;
-        });
+        };
+        if (gen_random > 0) {
+          if (gen_out == RINGKV_DEFAULT_GOLDEN_DIR) throw InputError("--random needs --out: the committed golden/ is not a random set");
+          Capabilities caps;
+          if (!gen_caps.empty()) {
+            try {
+              caps = conformance::read_capabilities_file(gen_caps).capabilities;
+            } catch (const std::exception& e) {
+              throw InputError(std::string("--capabilities: ") + e.what());
+            }
+          }
+          golden::generate_random_golden_set(gen_out, gen_random, gen_seed, caps, progress);
+          std::cout << "wrote " << gen_random << " random cases (seed " << gen_seed << ") to " << gen_out << "\n";
+          return 0;
+        }
+        if (!gen_caps.empty() || gen->count("--seed") > 0) throw InputError("--seed and --capabilities need --random");
+        golden::generate_golden_set(gen_out, progress);
         std::cout << "wrote the golden set to " << gen_out << "\n";
         return 0;
       }
@@ -166,6 +205,14 @@ int main(int argc, char** argv) {
         for (const std::string& p : problems) std::cout << "MISMATCH " << p << "\n";
         std::cout << (problems.empty() ? "golden set verified: " : "golden set does not verify: ") << verify_dir << "\n";
         return problems.empty() ? 0 : 1;
+      }
+      if (lst->parsed()) {
+        std::cout << list_golden(verify_dir, list_caps, list_level);
+        return 0;
+      }
+      if (mat->parsed()) {
+        std::cout << golden::coverage_matrix_markdown(golden::golden_set());
+        return 0;
       }
       std::cout << describe_golden(verify_dir, describe_case);
       return 0;

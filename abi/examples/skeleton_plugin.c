@@ -61,6 +61,15 @@ static ringkv_status get_capabilities(ringkv_capabilities* caps) {
   caps->window_convention = RINGKV_WINDOW_W;
   caps->threading = RINGKV_THREADING_ONE_ENGINE_PER_THREAD;
   caps->max_tokens = 1 << 16;
+  /* ABI 1.2: ringkv rotates q and k, so per-layer RoPE, partial rotary and any start position work;
+     every layer keeps its own window, so any number of sliding windows, W = 1 included. */
+  caps->max_sliding_windows = 0; /* 0 = any */
+  caps->per_layer_rope = 1;
+  caps->partial_rotary = 1;
+  caps->settable_p0 = 1;
+  caps->min_window = 0;   /* 0 = 1: W = 1 works */
+  caps->max_position = 0; /* 0 = any */
+  caps->kv_formats_differ = 1; /* K and V dtypes are checked apart */
   caps->precision.struct_size = (uint32_t)sizeof caps->precision;
   caps->precision.q_dot = RINGKV_PRECISION_F32;
   caps->precision.k_storage = RINGKV_PRECISION_AS_CONFIGURED;

@@ -18,7 +18,7 @@ ringkv::abi::ExportSpec make_spec() {
     if (std::string(m.name) != RINGKV_MUTANT_NAME) continue;
     ringkv::abi::ExportSpec s;
     s.factory = m.factory;
-    s.factory.name = std::string("mutant:") + m.name;
+    s.factory.name = std::string(m.must_pass ? "control:" : "mutant:") + m.name;
     s.deterministic = true;  // every engine reports its own profile through get_info
     return s;
   }

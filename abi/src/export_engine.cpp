@@ -162,7 +162,7 @@ ringkv_status api_get_capabilities(ringkv_capabilities* caps) {
     k.k_dtypes = mask_of(c.k_dtypes);
     k.v_dtypes = mask_of(c.v_dtypes);
     k.int8_schemes = mask_of(c.int8_schemes);
-    k.int8_roundings = s.int8_roundings;
+    k.int8_roundings = mask_of(c.int8_roundings);
     k.rope_styles = mask_of(c.rope_styles);
     k.rope_scalings = mask_of(c.rope_scalings);
     k.wants_rotated_qk = s.wants_rotated_qk ? 1 : 0;
@@ -173,15 +173,26 @@ ringkv_status api_get_capabilities(ringkv_capabilities* caps) {
     k.deterministic = s.deterministic;
     k.window_convention = s.window_convention;
     k.threading = s.threading;
-    k.max_layers = c.multi_layer ? 0 : 1;
-    k.max_batch = s.max_batch;
+    k.max_layers = c.max_layers >= 1024 ? 0 : c.max_layers;
+    k.max_batch = c.max_batch >= (1 << 20) ? 0 : c.max_batch;
     k.num_head_dims = static_cast<uint32_t>(std::min<size_t>(c.head_dims.size(), RINGKV_MAX_HEAD_DIMS));
     for (uint32_t i = 0; i < k.num_head_dims; ++i) k.head_dims[i] = c.head_dims[i];
     k.max_window = c.max_window;
     k.max_tokens = c.max_tokens;
     k.precision = profile_of(s.precision, s.storage_as_configured);
+    // A fixed storage the factory declares (Capabilities::k_storage/v_storage) is its profile's: the host
+    // maps it back to the capability to run f32-storage cases (plugin_engine.cpp, map_capabilities).
+    if (c.k_storage) k.precision.k_storage = static_cast<int32_t>(*c.k_storage);
+    if (c.v_storage) k.precision.v_storage = static_cast<int32_t>(*c.v_storage);
     copy_name(k.name, s.factory.name);
     k.precision2 = profile2_of(s.precision);
+    k.max_sliding_windows = c.max_sliding_windows >= (1 << 20) ? 0 : c.max_sliding_windows;
+    k.per_layer_rope = c.per_layer_rope;
+    k.partial_rotary = c.partial_rotary;
+    k.settable_p0 = c.settable_p0;
+    k.min_window = c.min_window;
+    k.max_position = c.max_position;
+    k.kv_formats_differ = c.kv_formats_differ;
     const uint32_t size = std::min<uint32_t>(caps->struct_size, sizeof k);
     const uint32_t theirs = caps->struct_size;
     std::memcpy(caps, &k, size);

@@ -29,16 +29,15 @@ struct ExportSpec {
   /// name (reported as the capabilities' name), capabilities, create.
   EngineFactory factory;
   /// The declared profile for ringkv_capabilities. With storage_as_configured, k_storage and v_storage
-  /// are declared RINGKV_PRECISION_AS_CONFIGURED. Each engine also reports its own info() through get_info.
+  /// are declared RINGKV_PRECISION_AS_CONFIGURED, unless factory.capabilities declares a fixed k_storage or
+  /// v_storage (an engine that stores bf16 whatever it is given), which is declared instead. Each engine
+  /// also reports its own info() through get_info.
   PrecisionProfile precision;
   bool storage_as_configured = true;
   bool deterministic = true;
   int32_t window_convention = RINGKV_WINDOW_W;
   bool wants_rotated_qk = false;
   int32_t threading = RINGKV_THREADING_ONE_ENGINE_PER_THREAD;
-  int32_t max_batch = 0;  ///< 0 = any
-  /// Bit mask of supported INT8 roundings (1u << RINGKV_ROUNDING_x); the reference supports both.
-  uint32_t int8_roundings = 3u;
   bool snapshot = true;        ///< expose snapshot() (from Engine::snapshot)
   bool poison = true;          ///< expose poison_empty_slots()
   /// The config JSON document -> Config. Empty: conformance::config_from_json, after mapping

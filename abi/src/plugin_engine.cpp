@@ -21,6 +21,7 @@
 #include "ringkv/quant.hpp"
 #include "ringkv/ring.hpp"
 #include "ringkv/rope.hpp"
+#include "support/capabilities.hpp"
 #include "support/config_json.hpp"
 
 #ifndef RINGKV_ABI_DEFAULT_WORKER
@@ -121,6 +122,7 @@ Precision precision_of(int32_t p, DType configured, const std::string& field) {
 
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
 constexpr Int8Scheme kSchemes[] = {Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
+constexpr Rounding kRoundings[] = {Rounding::nearest_even, Rounding::half_away};
 constexpr RopeStyle kStyles[] = {RopeStyle::none, RopeStyle::neox, RopeStyle::gptj};
 constexpr RopeScaling kScalings[] = {RopeScaling::none, RopeScaling::linear, RopeScaling::ntk};
 
@@ -379,49 +381,9 @@ class PluginHost {
     return j.dump();
   }
 
-  std::string unsupported(const Config& c) const {
-    const ringkv_capabilities& k = caps_;
-    const auto fmt_ok = [&](const KvFormat& f, uint32_t mask, const char* which) -> std::string {
-      const uint32_t dt = mask == 0 ? 1u : mask;
-      if (!in_mask(dt, f.dtype)) return std::string(which) + " dtype " + to_string(f.dtype) + " is not supported";
-      if (f.dtype == DType::int8) {
-        if (!in_mask(k.int8_schemes, f.int8_scheme)) return std::string(which) + " int8 scheme " + to_string(f.int8_scheme) + " is not supported";
-        const uint32_t rm = k.int8_roundings == 0 ? 1u : k.int8_roundings;
-        if (!in_mask(rm, f.rounding)) return std::string(which) + " int8 rounding " + to_string(f.rounding) + " is not supported";
-      }
-      return "";
-    };
-    if (std::string w = fmt_ok(c.k_format, k.k_dtypes, "K"); !w.empty()) return w;
-    if (std::string w = fmt_ok(c.v_format, k.v_dtypes, "V"); !w.empty()) return w;
-    if (k.num_head_dims > 0) {
-      const int32_t* end = k.head_dims + std::min<uint32_t>(k.num_head_dims, RINGKV_MAX_HEAD_DIMS);
-      if (std::find(k.head_dims, end, c.head_dim) == end) return "head_dim " + std::to_string(c.head_dim) + " is not supported";
-    }
-    if (k.max_layers > 0 && c.layers.size() > static_cast<size_t>(k.max_layers)) {
-      return std::to_string(c.layers.size()) + " layers > max_layers " + std::to_string(k.max_layers);
-    }
-    if (k.max_batch > 0 && c.batch > k.max_batch) return "batch " + std::to_string(c.batch) + " > max_batch " + std::to_string(k.max_batch);
-    if (k.max_tokens > 0 && c.max_tokens > k.max_tokens) {
-      return "max_tokens " + std::to_string(c.max_tokens) + " > the plugin's max_tokens " + std::to_string(k.max_tokens);
-    }
-    for (size_t l = 0; l < c.layers.size(); ++l) {
-      const LayerConfig& L = c.layers[l];
-      const std::string at = "layers[" + std::to_string(l) + "]: ";
-      if (k.max_window > 0 && L.window < c.max_tokens && L.window > k.max_window) {
-        return at + "window " + std::to_string(L.window) + " > max_window " + std::to_string(k.max_window);
-      }
-      if (L.sinks > 0 && !k.sinks) return at + "sinks are not supported";
-      const uint32_t styles = k.rope_styles == 0 ? 1u : k.rope_styles;
-      if (!in_mask(styles, L.rope.style)) return at + "rope style " + std::string(to_string(L.rope.style)) + " is not supported";
-      const uint32_t scalings = k.rope_scalings == 0 ? 1u : k.rope_scalings;
-      if (L.rope.style != RopeStyle::none && !in_mask(scalings, L.rope.scaling)) {
-        return at + "rope scaling " + std::string(to_string(L.rope.scaling)) + " is not supported";
-      }
-    }
-    if (c.softcap && !k.softcap) return "softcap is not supported";
-    if (!c.sink_logits.empty() && !k.sink_logits) return "sink logits are not supported";
-    return "";
-  }
+  /// Why the config lies outside the plugin's declaration ("" if it does not): the one rule of
+  /// conformance/support/capabilities.hpp on the mapped capabilities.
+  std::string unsupported(const Config& c) const { return conformance::capability_gap(mapped_, c); }
 
  private:
   void start_locked() {
@@ -475,7 +437,7 @@ class PluginHost {
     in.get<uint32_t>();  // the table's struct_size (checked by the worker)
     flags_ = in.get<uint32_t>();
     caps_ = in.get<ringkv_capabilities>();
-    mapped_ = map_capabilities(caps_, has(kHasSnapshot));
+    mapped_ = map_capabilities(caps_, has(kHasSnapshot), abi_version_);
   }
 
   // Reads the replies of the destroys the host did not wait for (they report nothing).
@@ -897,12 +859,13 @@ PrecisionProfile map_profile(const ringkv_precision_profile& p, const ringkv_pre
   return r;
 }
 
-Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot) {
+Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot, uint32_t plugin_abi_version) {
   Capabilities c;
   c.k_dtypes = from_mask(k.k_dtypes, kDTypes, DType::f32);
   c.v_dtypes = from_mask(k.v_dtypes, kDTypes, DType::f32);
   c.int8_schemes = from_mask(k.int8_schemes, kSchemes, Int8Scheme::per_head);
   if (k.int8_schemes == 0) {  // no scheme: no INT8 at all
+    c.int8_schemes.clear();
     std::erase(c.k_dtypes, DType::int8);
     std::erase(c.v_dtypes, DType::int8);
     if (c.k_dtypes.empty()) c.k_dtypes = {DType::f32};
@@ -914,10 +877,30 @@ Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot) {
   c.sinks = k.sinks != 0;
   c.sink_logits = k.sink_logits != 0;
   c.softcap = k.softcap != 0;
-  c.multi_layer = k.max_layers != 1;
+  if (k.max_layers > 0) c.max_layers = k.max_layers;
+  if (k.max_batch > 0) c.max_batch = k.max_batch;
+  c.int8_roundings = from_mask(k.int8_roundings == 0 ? 1u : k.int8_roundings, kRoundings, Rounding::nearest_even);
   c.snapshot = k.snapshot != 0 && has_snapshot;
   if (k.max_window > 0) c.max_window = k.max_window;
   if (k.max_tokens > 0) c.max_tokens = k.max_tokens;
+  // A fixed storage in the profile: the engine rounds what it is given, so it runs f32 cases too.
+  if (k.precision.k_storage != RINGKV_PRECISION_AS_CONFIGURED && k.precision.k_storage >= RINGKV_PRECISION_F64 &&
+      k.precision.k_storage <= RINGKV_PRECISION_INT8) {
+    c.k_storage = static_cast<Precision>(k.precision.k_storage);
+  }
+  if (k.precision.v_storage != RINGKV_PRECISION_AS_CONFIGURED && k.precision.v_storage >= RINGKV_PRECISION_F64 &&
+      k.precision.v_storage <= RINGKV_PRECISION_INT8) {
+    c.v_storage = static_cast<Precision>(k.precision.v_storage);
+  }
+  if (RINGKV_ABI_VERSION_GET_MINOR(plugin_abi_version) >= 2) {  // ABI 1.2 fields; older plugins: spec 1's range
+    if (k.max_sliding_windows > 0) c.max_sliding_windows = k.max_sliding_windows;
+    c.per_layer_rope = k.per_layer_rope != 0;
+    c.partial_rotary = k.partial_rotary != 0;
+    c.settable_p0 = k.settable_p0 != 0;
+    if (k.min_window > 0) c.min_window = k.min_window;
+    if (k.max_position > 0) c.max_position = std::min<int64_t>(k.max_position, c.max_position);
+    c.kv_formats_differ = k.kv_formats_differ != 0;
+  }
   return c;
 }
 

@@ -7,14 +7,18 @@
 
 #define RINGKV_CHECK(name, cond) typedef char ringkv_check_##name[(cond) ? 1 : -1]
 
-RINGKV_CHECK(version, RINGKV_ABI_VERSION == 0x10001u);
+RINGKV_CHECK(version, RINGKV_ABI_VERSION == 0x10002u);
 RINGKV_CHECK(profile_size, sizeof(ringkv_precision_profile) == 32);
 RINGKV_CHECK(caps_head_dims, offsetof(ringkv_capabilities, head_dims) == 72);
 RINGKV_CHECK(caps_max_window, offsetof(ringkv_capabilities, max_window) == 200);
 RINGKV_CHECK(caps_precision, offsetof(ringkv_capabilities, precision) == 216);
 RINGKV_CHECK(profile2_size, sizeof(ringkv_precision_profile2) == 20);
 RINGKV_CHECK(caps_precision2, offsetof(ringkv_capabilities, precision2) == 312); /* ABI 1.1: after the 1.0 fields */
-RINGKV_CHECK(caps_size, sizeof(ringkv_capabilities) == 336);
+RINGKV_CHECK(caps_max_sliding_windows, offsetof(ringkv_capabilities, max_sliding_windows) == 332); /* ABI 1.2 */
+RINGKV_CHECK(caps_min_window, offsetof(ringkv_capabilities, min_window) == 352);
+RINGKV_CHECK(caps_max_position, offsetof(ringkv_capabilities, max_position) == 360);
+RINGKV_CHECK(caps_kv_formats_differ, offsetof(ringkv_capabilities, kv_formats_differ) == 368);
+RINGKV_CHECK(caps_size, sizeof(ringkv_capabilities) == 376);
 RINGKV_CHECK(info_precision2, offsetof(ringkv_engine_info, precision2) == 104);
 RINGKV_CHECK(info_size, sizeof(ringkv_engine_info) == 124);
 RINGKV_CHECK(tensor_shape, offsetof(ringkv_tensor, shape) == 24);

@@ -28,11 +28,13 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "golden/golden.hpp"
 #include "mutants/mutants.hpp"
 #include "plugin_engine.hpp"
 #include "property/properties.hpp"
 #include "ringkv/error.hpp"
 #include "ringkv/reference_engine.hpp"
+#include "support/capabilities.hpp"
 #include "support/rng.hpp"
 #include "support/config_json.hpp"
 #include "support/runner.hpp"
@@ -111,7 +113,8 @@ Case small_case(int64_t max_tokens) {
 // ---------------------------------------------------------------- the header and loading
 
 TEST(EngineAbi, HeaderLayoutIsPinned) {
-  static_assert(sizeof(ringkv_capabilities) == 336);
+  static_assert(sizeof(ringkv_capabilities) == 376);
+  static_assert(offsetof(ringkv_capabilities, max_sliding_windows) == 332);  // ABI 1.2: after every 1.1 field
   static_assert(offsetof(ringkv_capabilities, precision2) == 312);  // ABI 1.1: after every 1.0 field
   static_assert(offsetof(ringkv_engine_info, precision2) == 104);
   static_assert(sizeof(ringkv_append) == 400);
@@ -203,7 +206,18 @@ TEST(EngineAbi, ReferencePluginDeclaresTheReferenceCapabilities) {
   EXPECT_EQ(got.sinks, want.sinks);
   EXPECT_EQ(got.sink_logits, want.sink_logits);
   EXPECT_EQ(got.softcap, want.softcap);
-  EXPECT_EQ(got.multi_layer, want.multi_layer);
+  EXPECT_EQ(got.max_layers, want.max_layers);
+  EXPECT_EQ(got.max_batch, want.max_batch);
+  EXPECT_EQ(got.int8_roundings, want.int8_roundings);
+  EXPECT_EQ(got.max_sliding_windows, want.max_sliding_windows);
+  EXPECT_EQ(got.per_layer_rope, want.per_layer_rope);
+  EXPECT_EQ(got.partial_rotary, want.partial_rotary);
+  EXPECT_EQ(got.settable_p0, want.settable_p0);
+  EXPECT_EQ(got.min_window, want.min_window);
+  EXPECT_EQ(got.kv_formats_differ, want.kv_formats_differ);
+  EXPECT_EQ(got.max_position, want.max_position);
+  EXPECT_EQ(got.k_storage, want.k_storage);
+  EXPECT_EQ(got.v_storage, want.v_storage);
   EXPECT_TRUE(got.snapshot);
   EXPECT_EQ(got.max_window, want.max_window);
   EXPECT_EQ(got.max_tokens, want.max_tokens);
@@ -223,7 +237,7 @@ TEST(EngineAbi, BadAbiVersionIsRefusedNamingBothVersions) {
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("implements ringkv engine ABI 99.0"), std::string::npos) << m;
-    EXPECT_NE(m.find("this ringkv speaks ABI 1.1"), std::string::npos) << m;
+    EXPECT_NE(m.find("this ringkv speaks ABI 1.2"), std::string::npos) << m;
     EXPECT_NE(m.find("libringkv_plugin_bad_version.so"), std::string::npos) << m;
   }
 }
@@ -365,8 +379,8 @@ TEST_P(MutantPlugin, IsKilledLikeInProcess) {
   ASSERT_EQ(::stat(path.c_str(), &st), 0) << "no plugin for mutant " << m.name << " at " << path
                                          << " (abi/CMakeLists.txt reads the names from mutants.cpp)";
   const EngineFactory f = plugin_engine_factory(path, options());
-  if (m.must_pass) {
-    const std::optional<Kill> kill = hunt(f, kCases);
+  if (m.must_pass) {  // on cases inside what it declares (the core controls declare less than the reference)
+    const std::optional<Kill> kill = hunt(f, f.capabilities, kCases, [](const PropertyInfo&) { return true; });
     ASSERT_FALSE(kill.has_value()) << m.name << " must pass but failed " << kill->property << " on case "
                                    << kill->case_index << ": " << kill->message.substr(0, 2000);
     return;
@@ -507,7 +521,7 @@ TEST(SkeletonPlugin, TheDocsCEnginePassesInsideItsCapabilities) {
     f.create(f16);
     FAIL() << "created an engine outside the declared capabilities";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("K dtype f16 is not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("K dtype f16 (supports f32)"), std::string::npos) << e.what();
   }
   const std::optional<Kill> kill =
       hunt(f, f.capabilities, 4, [](const PropertyInfo& p) { return !p.needs_snapshot; });
@@ -526,6 +540,138 @@ TEST(SkeletonPlugin, TheDocsShowTheSkeletonVerbatim) {
   EXPECT_NE(docs.find("```c\n" + skeleton + "```"), std::string::npos)
       << "docs/engine-abi.md must end with abi/examples/skeleton_plugin.c verbatim (paste it again)";
 }
+
+// ---------------------------------------------------------------- capability limits and ABI 1.2 (issue 14)
+
+const std::vector<golden::GoldenCase>& committed_cases() {
+  static const std::vector<golden::GoldenCase> cases = [] {
+    std::vector<golden::GoldenCase> out;
+    for (const golden::ManifestEntry& e : golden::read_manifest(RINGKV_GOLDEN_DIR)) {
+      out.push_back(golden::read_golden(std::string(RINGKV_GOLDEN_DIR) + "/" + e.file));
+    }
+    return out;
+  }();
+  return cases;
+}
+
+// A plugin that declares a limit gets the committed cases beyond it as "not judged" (skipped, with the
+// limit named), never as failures: its create() refuses them, and is never asked. One case inside passes.
+void expect_limit_not_judged(const std::string& plugin, bool (*beyond)(const Config&), const std::string& gap_of_first) {
+  const EngineFactory f = plugin_engine_factory(plugin_path(plugin), options());
+  int beyond_cases = 0;
+  bool judged_one = false;
+  for (const golden::GoldenCase& g : committed_cases()) {
+    if (beyond(g.c.config)) {
+      ++beyond_cases;
+      const golden::GoldenOutcome r = golden::check_golden(f, g);
+      EXPECT_TRUE(r.skipped) << plugin << " on " << g.name << ": " << r.failure;
+      EXPECT_EQ(r.failure, "") << plugin << " on " << g.name;
+      if (beyond_cases == 1) {
+        EXPECT_NE(r.skip_reason.find(gap_of_first), std::string::npos) << r.skip_reason;
+      }
+    } else if (!judged_one && conformance::capability_gap(f.capabilities, g.c).empty()) {
+      const golden::GoldenOutcome r = golden::check_golden(f, g);
+      EXPECT_TRUE(r.passed) << plugin << " on " << g.name << ": " << r.failure;
+      judged_one = true;
+    }
+  }
+  EXPECT_GE(beyond_cases, 2) << "the committed set has fewer than 2 cases beyond " << plugin << "'s limit";
+  EXPECT_TRUE(judged_one) << plugin;
+}
+
+TEST(CapabilityLimits, MaxBatchOneGetsBatchCasesAsNotJudged) {
+  EXPECT_EQ(Plugin::open(plugin_path("limit_max_batch_1"), options())->capabilities().max_batch, 1);
+  const auto it = std::find_if(committed_cases().begin(), committed_cases().end(),
+                               [](const golden::GoldenCase& g) { return g.c.config.batch > 1; });
+  ASSERT_NE(it, committed_cases().end());
+  expect_limit_not_judged("limit_max_batch_1", [](const Config& c) { return c.batch > 1; },
+                          "batch " + std::to_string(it->c.config.batch) + " > max_batch 1");
+}
+
+TEST(CapabilityLimits, MinWindowTwoGetsWindowOneCasesAsNotJudged) {
+  EXPECT_EQ(Plugin::open(plugin_path("limit_min_window_2"), options())->capabilities().min_window, 2);
+  expect_limit_not_judged("limit_min_window_2",
+                          [](const Config& c) { return conformance::smallest_sliding_window(c) == 1; },
+                          "window 1 < min_window 2");
+}
+
+// An ABI 1.1 plugin knows nothing of the 1.2 fields: whatever lies there is ignored, and it is taken to
+// support everything they describe (as ABI 1.1 assumed).
+TEST(EngineAbi, AnAbi11PluginsBytesInThe12FieldsAreIgnored) {
+  const std::shared_ptr<Plugin> p = Plugin::open(plugin_path("abi_1_1"), options());
+  EXPECT_EQ(RINGKV_ABI_VERSION_GET_MINOR(p->abi_version()), 1u);
+  const ringkv_capabilities& raw = p->raw_capabilities();
+  ASSERT_EQ(raw.settable_p0, 0) << "the garbage did not cross: the test tests nothing";
+  ASSERT_EQ(raw.min_window, 1000);
+  const Capabilities& got = p->capabilities();
+  const Capabilities all;
+  EXPECT_EQ(got.max_sliding_windows, all.max_sliding_windows);
+  EXPECT_TRUE(got.per_layer_rope);
+  EXPECT_TRUE(got.partial_rotary);
+  EXPECT_TRUE(got.settable_p0);
+  EXPECT_EQ(got.min_window, 1);
+  EXPECT_EQ(got.max_position, all.max_position);
+  EXPECT_TRUE(got.kv_formats_differ);
+  // The same bytes from a 1.2 plugin narrow it: the version gating is what keeps them out.
+  const Capabilities as_12 = map_capabilities(raw, true, RINGKV_ABI_MAKE_VERSION(1, 2));
+  EXPECT_FALSE(as_12.settable_p0);
+  EXPECT_FALSE(as_12.per_layer_rope);
+  EXPECT_EQ(as_12.min_window, 1000);
+  EXPECT_EQ(as_12.max_position, 5);
+  EXPECT_EQ(as_12.max_sliding_windows, 1);
+  EXPECT_FALSE(as_12.kv_formats_differ);
+  // Judged (and passing) on a committed case at a start position other than 0 and on one at W = 1.
+  const EngineFactory f = plugin_engine_factory(p);
+  bool p0_case = false, w1_case = false;
+  for (const golden::GoldenCase& g : committed_cases()) {
+    const bool p0 = !p0_case && start_position(g.c.config, 0) > 5;
+    const bool w1 = !w1_case && conformance::smallest_sliding_window(g.c.config) == 1;
+    if (!p0 && !w1) continue;
+    const golden::GoldenOutcome r = golden::check_golden(f, g);
+    EXPECT_TRUE(r.passed && !r.skipped) << g.name << ": " << r.failure << r.skip_reason;
+    p0_case = p0_case || p0;
+    w1_case = w1_case || w1;
+  }
+  EXPECT_TRUE(p0_case && w1_case);
+}
+
+// The two "spec 1 core" controls through the ABI: their declaration crosses it unchanged (the bf16 one's
+// fixed storage too), and each passes every committed case inside it and skips the others.
+class CorePlugin : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CorePlugin, PassesEveryCommittedCaseWithinItsCapabilitiesAndSkipsTheOthers) {
+  const std::string core = GetParam();
+  const auto& all = conformance::all_mutants();
+  const auto m = std::find_if(all.begin(), all.end(), [&](const conformance::MutantInfo& x) {
+    return std::string(x.name) == "core_" + core + "_engine";
+  });
+  ASSERT_NE(m, all.end());
+  ASSERT_TRUE(m->must_pass);
+  const EngineFactory f = plugin_engine_factory(plugin_path("core_" + core), options());
+  EXPECT_EQ(conformance::capabilities_to_json(f.capabilities), conformance::capabilities_to_json(m->factory.capabilities));
+  int judged = 0, skipped = 0, judged_f32 = 0;
+  for (const golden::GoldenCase& g : committed_cases()) {
+    const bool inside = conformance::capability_gap(m->factory.capabilities, g.c).empty();
+    const golden::GoldenOutcome r = golden::check_golden(f, g);
+    EXPECT_EQ(r.skipped, !inside) << core << " on " << g.name << ": " << r.skip_reason;
+    EXPECT_EQ(r.passed, inside) << core << " on " << g.name << ": " << r.failure;
+    EXPECT_EQ(r.failure, "") << core << " on " << g.name;
+    if (inside) {
+      ++judged;
+      judged_f32 += g.c.config.k_format.dtype == DType::f32;
+      EXPECT_GT(r.stored_checked, 0) << core << " on " << g.name << ": the snapshot check did not run";
+    } else {
+      ++skipped;
+    }
+  }
+  EXPECT_GT(judged, 0);
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(judged_f32, 0) << core << " is judged on no f32-storage case";
+  std::printf("[core] plugin core_%s: %d committed cases judged and passed (%d with f32 K/V), %d not judged\n",
+              core.c_str(), judged, judged_f32, skipped);
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, CorePlugin, ::testing::Values("f32", "bf16"));
 
 // ---------------------------------------------------------------- the export helper, called directly
 

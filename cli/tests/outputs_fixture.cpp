@@ -9,16 +9,29 @@
 //   rotated        the oracle's outputs with q_rot and k_rot rotated as spec §8 says (f64, rounded once to f32)
 //   stored         the oracle's outputs with the spec's stored cache (k_stored, v_stored, codes, scales)
 //   stored-bad     the same with one INT8 V code of int8_per_head moved by one outside the tie window
+//   core-f32-caps  a capabilities.json declaring spec 1 core with f32 K/V, and the oracle's outputs for
+//                  the cases within it only (the others need no file)
+//   core-f32-caps-missing  the same without the file of the first case within the capabilities
+//   unsupported-needles    every case of class needle-W+1 declared unsupported, the others the oracle's
+//   engine:NAME    an engine of conformance/mutants (a control) run on every case within its capabilities,
+//                  with its profile in each file and its capabilities in capabilities.json
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "golden/golden.hpp"
+#include "golden/replay.hpp"
+#include "mutants/mutants.hpp"
 #include "ringkv/quant.hpp"
+#include "support/capabilities.hpp"
 #include "support/config_json.hpp"
 #include "support/oracle.hpp"
 
@@ -68,6 +81,24 @@ int main(int argc, char** argv) {
   try {
     std::filesystem::remove_all(out);
     std::filesystem::create_directories(out);
+    const bool core_caps = mode == "core-f32-caps" || mode == "core-f32-caps-missing";
+    const Capabilities core = conformance::core_capabilities({DType::f32});
+    if (core_caps) {
+      std::ofstream(out + "/capabilities.json")
+          << R"({"format": "ringkv-capabilities", "name": "fixture-core-f32", "level": "core", "k_dtypes": ["f32"], "v_dtypes": ["f32"]})"
+          << "\n";
+    }
+    bool dropped = false;
+    std::optional<EngineFactory> engine;
+    if (mode.rfind("engine:", 0) == 0) {
+      for (const conformance::MutantInfo& m : conformance::all_mutants()) {
+        if (mode.substr(7) == m.name) engine = m.factory;
+      }
+      if (!engine) throw std::runtime_error("no engine " + mode.substr(7) + " in conformance/mutants");
+      nlohmann::json caps = conformance::capabilities_to_json(engine->capabilities);
+      caps["name"] = mode.substr(7);
+      std::ofstream(out + "/capabilities.json") << caps.dump(2) << "\n";
+    }
     for (const ManifestEntry& e : read_manifest(dir)) {
       const GoldenCase g = read_golden(dir + "/" + e.file);
       GoldenOutputs o;
@@ -83,6 +114,23 @@ int main(int argc, char** argv) {
         }
       } else if (mode == "missing") {
         if (g.name == "decode_w8") continue;
+      } else if (engine) {
+        if (!conformance::capability_gap(engine->capabilities, g.c).empty()) continue;
+        const std::unique_ptr<Engine> run = engine->create(g.c.config);
+        o.out = replay_outputs(*run, g);
+        o.profile = run->info().precision;
+      } else if (core_caps) {
+        if (!conformance::capability_gap(core, g.c).empty()) continue;
+        if (mode == "core-f32-caps-missing" && !dropped) {
+          dropped = true;
+          std::printf("no outputs file for %s\n", g.name.c_str());
+          continue;
+        }
+      } else if (mode == "unsupported-needles") {
+        if (has_class(g, "needle-W+1")) {
+          o.out.clear();
+          o.unsupported = "no needles in this engine";
+        }
       } else if (mode == "rotated") {
         o.q_rot = rotated(g, g.q, g.c.config.num_q_heads);
         o.k_rot = rotated(g, g.k, g.c.config.num_kv_heads);

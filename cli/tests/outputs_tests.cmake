@@ -10,16 +10,18 @@ file(WRITE ${_outputs_work}/f16.json
 file(WRITE ${_outputs_work}/f32.json
      "{\"q_dot\":\"f32\",\"accumulator\":\"f32\",\"p_before_pv\":\"f32\",\"output\":\"f32\",\"rope_angle\":\"f64\"}\n")
 
-# ringkv_outputs_check(NAME n MODE fixture-mode RC rc [MATCH re] [REJECT re] [JSON_MATCH re] [ARGS extra ringkv args])
+# ringkv_outputs_check(NAME n MODE fixture-mode RC rc [MATCH re] [REJECT re] [JSON_MATCH re] [JUNIT_MATCH re]
+#                      [ARGS extra ringkv args])
 function(ringkv_outputs_check)
-  cmake_parse_arguments(T "" "NAME;MODE;RC;MATCH;REJECT;JSON_MATCH" "ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;MODE;RC;MATCH;REJECT;JSON_MATCH;JUNIT_MATCH" "ARGS" ${ARGN})
   set(dir ${_outputs_work}/${T_NAME})
   add_test(NAME cli.outputs_${T_NAME}
            COMMAND ${CMAKE_COMMAND}
                    "-DFIXTURE=$<TARGET_FILE:ringkv_outputs_fixture>;${PROJECT_SOURCE_DIR}/golden;${dir}/out;${T_MODE}"
-                   "-DCMD=$<TARGET_FILE:ringkv>;check;--quiet;--golden;${PROJECT_SOURCE_DIR}/golden;--outputs;${dir}/out;--json;${dir}/report.json;${T_ARGS}"
+                   "-DCMD=$<TARGET_FILE:ringkv>;check;--quiet;--golden;${PROJECT_SOURCE_DIR}/golden;--outputs;${dir}/out;--json;${dir}/report.json;--junit;${dir}/report.xml;${T_ARGS}"
                    -DEXPECT_RC=${T_RC} "-DEXPECT_REGEX=${T_MATCH}" "-DREJECT_REGEX=${T_REJECT}" "-DJSON=${dir}/report.json"
-                   "-DJSON_REGEX=${T_JSON_MATCH}" -P ${_outputs_tests_dir}/outputs_check.cmake)
+                   "-DJSON_REGEX=${T_JSON_MATCH}" "-DJUNIT=${dir}/report.xml" "-DJUNIT_REGEX=${T_JUNIT_MATCH}"
+                   -P ${_outputs_tests_dir}/outputs_check.cmake)
   set_tests_properties(cli.outputs_${T_NAME} PROPERTIES LABELS golden TIMEOUT 300)
 endfunction()
 
@@ -43,11 +45,34 @@ ringkv_outputs_check(NAME profile_flag_takes_a_name MODE f16-no-profile RC 0 MAT
 ringkv_outputs_check(NAME profile_flag_unknown_name MODE f16-no-profile RC 2
                      MATCH "--profile f16-everything: [^\n]*not a named profile[^\n]*f16-pv-accumulation"
                      ARGS --profile f16-everything)
-# A case declared unsupported is skipped, not failed, and counts toward --max-skipped-classes.
+# A case declared unsupported is skipped, not failed, and judges nothing: a class it alone carried is
+# not judged (a feature here, so the default requirement holds), and --require-classes makes it fail.
 ringkv_outputs_check(NAME unsupported_is_skipped MODE unsupported RC 0 MATCH "PASSED: [0-9]+ passed, 0 failed, 0 xfail, [1-9][0-9]* skipped"
                      JSON_MATCH "\"detail\": \"unsupported \\(outputs file\\): no q8_0 KV cache in this engine\"")
-ringkv_outputs_check(NAME unsupported_counts_toward_max_skipped MODE unsupported RC 1
-                     MATCH "boundary classes were never tested[^\n]*int8-q8_0" ARGS --max-skipped-classes 0)
+ringkv_outputs_check(NAME unsupported_class_required_fails MODE unsupported RC 1
+                     MATCH "1 required class\\(es\\) not judged \\(--require-classes int8-q8_0\\):\n    int8-q8_0 \\(no case within the capabilities was compared\\)"
+                     ARGS --require-classes int8-q8_0)
+# A structural class left unjudged fails a run without --filter (the default requirement), in the
+# table, the JSON and the JUnit report; a filtered run requires nothing.
+ringkv_outputs_check(NAME unjudged_structural_class_fails MODE unsupported-needles RC 1
+                     MATCH "needle-W\\+1 +core [^\n]* not judged\n.*required class\\(es\\) not judged \\(default: the structural classes within its capabilities\\):\n(    [^\n]*\n)*    needle-W\\+1 \\(no case"
+                     JSON_MATCH "\"class\": \"needle-W\\+1\",[^}]*\"status\": \"not judged\""
+                     JUNIT_MATCH "<testcase classname=\"coverage\" name=\"needle-W\\+1\"><failure message=\"required class not judged: not judged\"/>")
+ringkv_outputs_check(NAME unjudged_class_filtered_run_passes MODE unsupported-needles RC 0 MATCH "PASSED"
+                     ARGS --filter "^")
+# A capabilities file (golden-format §10): spec 1 core with f32 K/V. Cases outside it need no file and
+# are not applicable; the engine is judged on every structural class (none is left "not judged").
+ringkv_outputs_check(NAME core_capabilities_judged_on_every_class MODE core-f32-caps RC 0
+                     MATCH "capabilities: [^\n]*capabilities.json\n.*t=W\\+1 +core +[1-9][0-9]* +0 [^\n]*judged\n.*sinks +feature +0 +0 +0 +[1-9][0-9]* +0 [^\n]*not applicable \\(no sink tokens\\)\n([^\n]*\n)*coverage of outputs:[^\n]*: core [0-9]+ of [0-9]+ classes judged; features 0 of 0 judged; n/a: sinks"
+                     REJECT "not judged:|FAILED"
+                     JSON_MATCH "\"missing\": \\[\\]"
+                     JUNIT_MATCH "<testcase classname=\"coverage\" name=\"t=W\\+1\"></testcase>.*<testcase classname=\"coverage\" name=\"sinks\"><skipped message=\"not applicable: no sink tokens\"/>")
+ringkv_outputs_check(NAME core_capabilities_missing_file_fails MODE core-f32-caps-missing RC 1
+                     MATCH "no outputs file [^\n]* \\(the case is within the capabilities in [^\n]*capabilities.json\\)")
+file(WRITE ${_outputs_work}/bad_caps.json "{\"level\": \"core\", \"max_batchh\": 1}\n")
+ringkv_outputs_check(NAME bad_capabilities_file_exits_2 MODE missing RC 2
+                     MATCH "--capabilities: capabilities file [^\n]*bad_caps.json: capabilities.max_batchh: unknown field; a capabilities file has"
+                     ARGS --capabilities ${_outputs_work}/bad_caps.json)
 # A missing file still fails.
 ringkv_outputs_check(NAME missing_file_fails MODE missing RC 1 MATCH "FAILED decode_w8 [^\n]*\n[^\n]*\n[^\n]*\n  no outputs file")
 # The stored cache, checked as a snapshot is (golden-format §6).
@@ -67,3 +92,12 @@ if(TARGET ringkv_plugin_rotated_qk)
   ringkv_cli_check(NAME plugin_reference_no_rope_line RC 0 MATCH "PASSED" REJECT "RoPE rotated by ringkv"
                    ARGS check --quiet --filter "pos_2p2|decode_w8" --engine $<TARGET_FILE:ringkv_plugin_reference>)
 endif()
+
+# Issue 14's "done when": the two core controls, run through the file exchange with their capabilities
+# file, pass and are judged on every class they can express (none is left "not judged").
+foreach(control core_f32_engine core_bf16_engine)
+  ringkv_outputs_check(NAME ${control}_judged_on_every_class MODE engine:${control} RC 0
+                       MATCH "coverage of outputs:[^\n]*: core [0-9]+ of [0-9]+ classes judged; features 0 of 0 judged; n/a: "
+                       REJECT "not judged:|FAILED"
+                       JSON_MATCH "\"missing\": \\[\\]")
+endforeach()

@@ -3,6 +3,7 @@
 #include "golden/detail.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -78,18 +79,35 @@ GoldenSpec spec(std::string name, std::vector<std::string> classes, Case c) {
   return GoldenSpec{std::move(name), std::move(classes), std::move(c)};
 }
 
-}  // namespace
-
-const std::vector<std::string>& boundary_classes() {
-  static const std::vector<std::string> classes{
-      "t<W", "t=W-1", "t=W", "t=W+1", "t=kW", "chunk>W", "chunk-crosses-wrap", "sinks", "W=1", "W>=length",
-      "mha", "gqa", "mqa", "batch-mixed", "sit-out", "reset-reuse", "rope-neox", "rope-gptj", "rope-none",
-      "rope-linear", "rope-ntk", "partial-rotary", "pos-2^20", "pos-2^24", "kv-f16", "kv-bf16", "kv-fp8-e4m3",
-      "kv-fp8-e5m2", "int8-per_head", "int8-q8_0", "int8-static", "softcap", "multi-layer", "mixed-windows",
-      "per-layer-rope", "sink-logits", "k-v-dtypes-differ", "needle-W+1", "needle-W-1", "head_dim-64",
-      "head_dim-128"};
-  return classes;
+// K and V both in `d` (f32, f16 or bf16: the core's formats).
+Case& kv(Case& c, DType d) {
+  c.config.k_format = c.config.v_format = fmt_of(d);
+  return c;
 }
+
+// The core's ring schedule (issue 14): two sequences over a sliding layer of W = 4 and a full-attention
+// layer, every structural boundary in 30 rows. Sequence 0 starts at p0 = 100 (RoPE from the slot shows),
+// sequence 1 at 7. Chunks of 6 and 5 cross the wrap (t = W, 2W inside them); sequences sit out and
+// differ in progress; sequence 0 is reset down (100 -> 40), then up to 43, just above the positions
+// 40, 41 the rings still hold (a stale cell gets index -3 or -2: visible to the first queries of the
+// sliding layer and to every query of the full layer); sequence 1 is reset to its own p0 and then
+// appends 3 tokens after 10 (shorter). With needle data the targets 3, 4, 5, 7, 8 of W = 4 are reached.
+Case& core_ring_schedule(Case& c) {
+  return schedule(c, {100, 7}, {StepPlan{{}, {3, 6}},
+                                StepPlan{{}, {6, 0}},
+                                StepPlan{{}, {1, 3}},
+                                reset_then(0, 40, 1, {2, 1}),   // down
+                                reset_then(1, 7, 2, {0, 2}),    // same p0
+                                reset_then(0, 43, 3, {5, 1})});  // up, just above the old positions
+}
+
+// The layers of a core case: one sliding window W beside a full-attention layer (W = 64 is at least
+// every core case's length), both with the same neox RoPE.
+std::vector<LayerConfig> sliding_and_full(int64_t W, double theta = 10000.0) {
+  return {LayerConfig{W, 0, neox(theta)}, LayerConfig{64, 0, neox(theta)}};
+}
+
+}  // namespace
 
 std::vector<GoldenSpec> golden_set() {
   const DataMode needle = DataMode::needle, random = DataMode::random;
@@ -259,7 +277,7 @@ std::vector<GoldenSpec> golden_set() {
     Case c = shape({LayerConfig{4, 0, neox()}, LayerConfig{16, 2, gptj(500000.0)}, LayerConfig{64, 0, no_rope()}}, 4, 2,
                    32, needle, 130);
     single(c, {5, 1, 12, 1, 1}, 11);
-    set.push_back(spec("multi_layer_mixed", {"multi-layer", "mixed-windows", "per-layer-rope", "rope-none", "W>=length", "needle-W+1"}, c));
+    set.push_back(spec("multi_layer_mixed", {"multi-layer", "per-layer-rope", "rope-none", "W>=length", "needle-W+1"}, c));
   }
 
   // ---- realistic head dims and head counts (real kernels reject tiny head dims) ----
@@ -321,7 +339,7 @@ std::vector<GoldenSpec> golden_set() {
     schedule(c, {30}, {StepPlan{{}, {7}}, StepPlan{{}, {2}},
                        reset_then(0, 11, 1, {1}), StepPlan{{}, {5}},    // p0 30 -> 11: down
                        reset_then(0, 3, 2, {2}), StepPlan{{}, {4}}});   // 11 -> 3: down again
-    set.push_back(spec("layers_reset_p0_down", {"reset-reuse", "multi-layer", "mixed-windows", "per-layer-rope", "sinks",
+    set.push_back(spec("layers_reset_p0_down", {"reset-reuse", "multi-layer", "per-layer-rope", "sinks",
                                                 "mqa", "rope-none", "rope-gptj", "rope-neox"}, c));
   }
   {
@@ -331,7 +349,7 @@ std::vector<GoldenSpec> golden_set() {
                          StepPlan{{}, {2, 0}},
                          reset_then(1, 7, 3, {0, 2}),     // p0 unchanged for the other sequence too
                          StepPlan{{}, {0, 3}}});
-    set.push_back(spec("layers_reset_p0_same_shorter", {"reset-reuse", "multi-layer", "mixed-windows", "per-layer-rope",
+    set.push_back(spec("layers_reset_p0_same_shorter", {"reset-reuse", "multi-layer", "per-layer-rope",
                                                         "batch-mixed", "sit-out", "sinks", "gqa"}, c));
   }
   {
@@ -341,7 +359,7 @@ std::vector<GoldenSpec> golden_set() {
                       reset_then(0, 5, 1, {1}), StepPlan{{}, {3}},     // p0 0 -> 5: up, inside the old positions
                       reset_then(0, 9, 2, {1}), StepPlan{{}, {7}},     // 5 -> 9: up by 4
                       reset_then(0, 1000, 3, {2})});                    // far up: only the sinks' layer shows it
-    set.push_back(spec("layers_reset_p0_up", {"reset-reuse", "multi-layer", "mixed-windows", "per-layer-rope", "sinks",
+    set.push_back(spec("layers_reset_p0_up", {"reset-reuse", "multi-layer", "per-layer-rope", "sinks",
                                               "mha", "chunk>W"}, c));
   }
   {  // INT8 with resets both ways; every fourth K and V row is zero (all-zero INT8 groups: scale 0, codes 0)
@@ -353,7 +371,7 @@ std::vector<GoldenSpec> golden_set() {
                         reset_then(0, 20, 1, {3}), StepPlan{{}, {2}},  // p0 100 -> 20: down
                         reset_then(0, 22, 2, {1}), StepPlan{{}, {6}}});  // 20 -> 22: up
     set.push_back(spec("int8_layers_reset_down_up", {"int8-q8_0", "int8-per_head", "int8-half_away", "k-v-dtypes-differ",
-                                                     "reset-reuse", "multi-layer", "mixed-windows", "sinks", "mqa"}, c));
+                                                     "reset-reuse", "multi-layer", "sinks", "mqa"}, c));
   }
   {  // static INT8 that clamps (|x| above 127 * scale), with softcap and an explicit softmax scale
     Case c = shape({LayerConfig{8, 1, gptj()}}, 4, 2, 32, random, 142);
@@ -386,7 +404,7 @@ std::vector<GoldenSpec> golden_set() {
     c.config.k_format = fmt_of(DType::fp8_e5m2, 2.5e-5f);  // |k| > 1.4336 saturates
     c.config.v_format = fmt_of(DType::fp8_e5m2, 1.5e-5f);  // |v| > 0.86016 saturates
     single(c, {9, 1, 4});
-    set.push_back(spec("fp8_e5m2_saturated", {"kv-fp8-e5m2", "k-v-dtypes-differ", "multi-layer", "mixed-windows",
+    set.push_back(spec("fp8_e5m2_saturated", {"kv-fp8-e5m2", "k-v-dtypes-differ", "multi-layer",
                                               "per-layer-rope", "sinks", "mqa"}, c));
   }
   {  // softcap with learned sink logits, and a reset to a p0 just above the old positions
@@ -395,14 +413,14 @@ std::vector<GoldenSpec> golden_set() {
     c.config.sink_logits = {{1.5f, -0.5f}, {3.0f, 0.25f}};
     c.qk_amplitude = 3.0f;
     schedule(c, {0}, {StepPlan{{}, {9}}, StepPlan{{}, {1}}, reset_then(0, 12, 1, {1}), StepPlan{{}, {6}}});
-    set.push_back(spec("softcap_sink_logits", {"softcap", "sink-logits", "multi-layer", "mixed-windows", "per-layer-rope",
+    set.push_back(spec("softcap_sink_logits", {"softcap", "sink-logits", "multi-layer", "per-layer-rope",
                                                "reset-reuse", "mqa", "chunk>W"}, c));
   }
   {  // sink tokens together with sink logits (needles: the first sink competes with the learned logit)
     Case c = shape({LayerConfig{4, 2, neox()}, LayerConfig{6, 1, neox()}}, 2, 1, 32, needle, 147);
     c.config.sink_logits = {{2.0f, -1.0f}, {0.5f, 1.0f}};
     single(c, {5, 1, 1, 6, 1});
-    set.push_back(spec("sinks_sink_logits", {"sinks", "sink-logits", "multi-layer", "mixed-windows", "mqa",
+    set.push_back(spec("sinks_sink_logits", {"sinks", "sink-logits", "multi-layer", "mqa",
                                              "needle-W+1", "needle-W-1"}, c));
   }
   {  // linear and NTK scaling in one model, one of them on a partial rotary dimension
@@ -421,7 +439,7 @@ std::vector<GoldenSpec> golden_set() {
   {  // W = 1 next to a layer with sinks, reset to a higher p0 and then to the same one
     Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{3, 2, gptj()}}, 2, 1, 16, random, 149);
     schedule(c, {0}, {StepPlan{{}, {6}}, reset_then(0, 2, 1, {1}), StepPlan{{}, {2}}, reset_then(0, 2, 2, {3})});
-    set.push_back(spec("window_1_layers_reset", {"W=1", "multi-layer", "mixed-windows", "per-layer-rope", "reset-reuse",
+    set.push_back(spec("window_1_layers_reset", {"W=1", "multi-layer", "per-layer-rope", "reset-reuse",
                                                  "sinks", "mqa"}, c));
   }
   {  // positions just below 2^31 in two layers, with resets up and down
@@ -430,7 +448,7 @@ std::vector<GoldenSpec> golden_set() {
     schedule(c, {top - 40}, {StepPlan{{}, {12}},
                              reset_then(0, top - 26, 1, {1}), StepPlan{{}, {5}},   // up, 3 above the old last
                              reset_then(0, top - 60, 2, {3})});                    // down
-    set.push_back(spec("pos_max_layers_reset", {"pos-2^31", "pos-2^24", "multi-layer", "mixed-windows", "per-layer-rope",
+    set.push_back(spec("pos_max_layers_reset", {"pos-2^31", "pos-2^24", "multi-layer", "per-layer-rope",
                                                 "reset-reuse", "sinks", "mqa", "chunk>W"}, c));
   }
   {  // three sequences at the same positions with different data and chunk sizes: a wrong batch
@@ -438,10 +456,138 @@ std::vector<GoldenSpec> golden_set() {
     Case c = shape({LayerConfig{5, 1, neox()}, LayerConfig{3, 0, neox()}}, 4, 2, 16, random, 151);
     schedule(c, {0, 0, 0}, {StepPlan{{}, {3, 5, 2}}, StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {4, 2, 6}},
                             StepPlan{{}, {1, 0, 1}}, StepPlan{{}, {2, 3, 1}}});
-    set.push_back(spec("batch3_same_positions", {"batch-mixed", "sit-out", "multi-layer", "mixed-windows", "sinks", "gqa",
+    set.push_back(spec("batch3_same_positions", {"batch-mixed", "sit-out", "multi-layer", "sinks", "gqa",
                                                  "chunk>W"}, c));
   }
-  for (GoldenSpec& s : set) conformance::freeze_needles(s.c);
+  // ---- spec 1 core (issue 14): K/V f32, f16 or bf16, neox RoPE, no sinks, no sink logits, no softcap,
+  // one sliding window beside full-attention layers. Every structural class has core cases at head
+  // dims 64 and 128 in bf16 (kernel libraries take only those) and two f32 cases (f32-only engines);
+  // positions near 2^20 and 2^31 in f32 at both head dims. Few heads and short schedules keep the
+  // size down: bound statistics cost rows x Hq x D x L. ----
+  const std::vector<std::string> ring_classes{"t<W", "t=W-1", "t=W", "t=W+1", "t=kW", "chunk>W", "chunk-crosses-wrap",
+                                              "W>=length", "batch-mixed", "sit-out", "reset-reuse", "reset-p0-down",
+                                              "reset-p0-same", "reset-p0-up", "reset-shorter", "multi-layer",
+                                              "sliding-and-full", "needle-W+1", "needle-W-1"};
+  const auto with = [](std::vector<std::string> a, std::vector<std::string> b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  {
+    Case c = shape(sliding_and_full(4, 500000.0), 2, 1, 128, needle, 152);
+    kv(c, DType::bf16).config.softmax_scale = 0.125;
+    core_ring_schedule(c);
+    set.push_back(spec("core_d128_bf16_mqa_ring", with(ring_classes, {"head_dim-128", "kv-bf16", "mqa", "softmax-scale"}), c));
+  }
+  {
+    Case c = shape(sliding_and_full(4), 4, 2, 64, needle, 153);
+    kv(c, DType::bf16).config.softmax_scale = 0.1;
+    core_ring_schedule(c);
+    set.push_back(spec("core_d64_bf16_gqa_ring", with(ring_classes, {"head_dim-64", "kv-bf16", "gqa", "softmax-scale"}), c));
+  }
+  {
+    Case c = shape(sliding_and_full(4), 2, 2, 16, needle, 154);
+    core_ring_schedule(c);
+    set.push_back(spec("core_f32_mha_ring", with(ring_classes, {"mha"}), c));
+  }
+  {
+    Case c = shape(sliding_and_full(4), 4, 2, 16, needle, 155);
+    c.config.softmax_scale = 0.3;
+    core_ring_schedule(c);
+    set.push_back(spec("core_f32_gqa_ring", with(ring_classes, {"gqa", "softmax-scale"}), c));
+  }
+  {  // GQA at head dim 128 (a query head reading the wrong kv head shows), the wrap in one chunk
+    Case c = shape({LayerConfig{4, 0, neox(500000.0)}}, 4, 2, 128, needle, 156);
+    kv(c, DType::bf16);
+    single(c, {3, 5, 1}, 5);
+    set.push_back(spec("core_d128_bf16_gqa_needle", {"head_dim-128", "kv-bf16", "gqa", "t=W", "t=W+1", "t=kW", "chunk>W",
+                                                     "chunk-crosses-wrap", "needle-W+1", "needle-W-1"}, c));
+  }
+  {  // W = 1 beside a full-attention layer, two sequences, resets up (stale cells visible) and down
+    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 2, 128, random, 157);
+    kv(c, DType::bf16);
+    schedule(c, {0, 50}, {StepPlan{{}, {3, 1}},
+                          StepPlan{{}, {0, 2}},
+                          reset_then(0, 4, 1, {2, 1}),     // up: the old positions 0..2 get indices -4..-2
+                          reset_then(1, 10, 2, {1, 1}),    // down; 1 token after 4: shorter
+                          StepPlan{{}, {1, 0}}});
+    set.push_back(spec("core_d128_bf16_w1_mha", {"head_dim-128", "kv-bf16", "mha", "W=1", "W>=length", "multi-layer",
+                                                 "sliding-and-full", "batch-mixed", "sit-out", "reset-p0-up",
+                                                 "reset-p0-down", "reset-shorter"}, c));
+  }
+  {
+    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 2, 64, random, 158);
+    kv(c, DType::bf16);
+    schedule(c, {20, 0}, {StepPlan{{}, {2, 4}},
+                          reset_then(1, 0, 1, {1, 0}),     // same p0, sitting out
+                          reset_then(0, 9, 2, {1, 2}),     // down
+                          StepPlan{{}, {0, 1}}});
+    set.push_back(spec("core_d64_bf16_w1_mha", {"head_dim-64", "kv-bf16", "mha", "W=1", "W>=length", "multi-layer",
+                                                "sliding-and-full", "batch-mixed", "sit-out", "reset-p0-same",
+                                                "reset-p0-down", "reset-shorter"}, c));
+  }
+  {
+    Case c = shape({LayerConfig{4, 0, neox()}}, 2, 1, 64, needle, 159);
+    kv(c, DType::f16);
+    single(c, {2, 5, 1, 1}, 30);
+    set.push_back(spec("core_d64_f16_mqa_needle", {"head_dim-64", "kv-f16", "mqa", "chunk>W", "chunk-crosses-wrap",
+                                                   "needle-W+1", "needle-W-1"}, c));
+  }
+  // Positions near 2^20 and 2^31 in f32 at head dims 64 and 128 (W = 1 beside a full layer, so the
+  // full layer's RoPE is judged over every key).
+  const auto positions = [&](const char* name, std::vector<std::string> classes, int D, int64_t last, uint64_t seed) {
+    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 1, D, random, seed);
+    single(c, {3, 1, 2});
+    c.config.start_positions = {last - (c.config.max_tokens - 1)};  // the last token at `last`
+    if (D == 128) c.config.softmax_scale = 0.1;
+    set.push_back(spec(name, with(classes, {"W=1", "W>=length", "multi-layer", "sliding-and-full", "mqa"}), c));
+  };
+  positions("core_d64_pos_2p20", {"head_dim-64", "pos-2^20"}, 64, k2p20 + 1, 160);
+  positions("core_d128_pos_2p20", {"head_dim-128", "pos-2^20", "softmax-scale"}, 128, k2p20 + 1, 161);
+  positions("core_d64_pos_2p31", {"head_dim-64", "pos-2^24", "pos-2^31"}, 64, (int64_t{1} << 31) - 1, 162);
+  positions("core_d128_pos_2p31", {"head_dim-128", "pos-2^24", "pos-2^31", "softmax-scale"}, 128, (int64_t{1} << 31) - 1,
+            163);
+
+  // ---- one feature on a core case: K and V in different core formats, next to sinks, sink logits or q8_0 ----
+  const auto k_v_differ = [&](const char* name, std::vector<std::string> classes, std::vector<LayerConfig> layers,
+                              KvFormat k, KvFormat v, uint64_t seed) {
+    Case c = shape(std::move(layers), 2, 1, 32, random, seed);
+    c.config.k_format = k;
+    c.config.v_format = v;
+    single(c, {5, 1, 3}, 9);
+    set.push_back(spec(name, with(classes, {"k-v-dtypes-differ", "mqa", "chunk>W"}), c));
+  };
+  k_v_differ("sinks_k_f16_v_bf16", {"sinks", "kv-f16", "kv-bf16"}, {LayerConfig{4, 2, neox()}}, fmt_of(DType::f16),
+             fmt_of(DType::bf16), 164);
+  k_v_differ("sinks_k_bf16_v_f32", {"sinks", "kv-bf16", "sliding-and-full"},
+             {LayerConfig{4, 1, neox()}, LayerConfig{64, 0, neox()}}, fmt_of(DType::bf16), fmt_of(DType::f32), 165);
+  {  // sink logits as the one feature: K and V in one half-precision format (K != V is a feature too)
+    const auto logits = [&](const char* name, DType d, const char* cls, uint64_t seed) {
+      Case c = shape({LayerConfig{4, 0, neox()}}, 2, 1, 32, random, seed);
+      c.config.k_format = c.config.v_format = fmt_of(d);
+      c.config.sink_logits = {{1.0f, -0.5f}};
+      single(c, {5, 1, 3}, 9);
+      set.push_back(spec(name, {"sink-logits", cls, "mqa", "chunk>W"}, c));
+    };
+    logits("sink_logits_f16", DType::f16, "kv-f16", 166);
+    logits("sink_logits_bf16", DType::bf16, "kv-bf16", 167);
+  }
+  k_v_differ("q8_0_k_int8_v_f16", {"int8-q8_0", "int8-half_away", "kv-f16"}, {LayerConfig{4, 0, neox()}},
+             KvFormat::int8(Int8Scheme::q8_0, Rounding::half_away), fmt_of(DType::f16), 168);
+  k_v_differ("q8_0_k_bf16_v_int8", {"int8-q8_0", "int8-half_away", "kv-bf16"}, {LayerConfig{4, 0, neox()}},
+             fmt_of(DType::bf16), KvFormat::int8(Int8Scheme::q8_0, Rounding::half_away), 169);
+
+  // Each case carries every class it exercises (derive_classes); its hand-written tags say what it
+  // was built for, and a tag it does not exercise is a bug of the catalogue.
+  for (GoldenSpec& s : set) {
+    conformance::freeze_needles(s.c);
+    const std::vector<std::string> derived = derive_classes(s.c);
+    for (const std::string& tag : s.classes) {
+      if (std::find(derived.begin(), derived.end(), tag) == derived.end()) {
+        throw std::logic_error("golden case " + s.name + " is tagged " + tag + " but does not exercise it");
+      }
+    }
+    s.classes = derived;
+  }
   return set;
 }
 

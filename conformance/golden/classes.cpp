@@ -1,6 +1,7 @@
 // ringkv golden: the boundary classes a case actually exercises, derived from its config, schedule and data.
 #include "golden/golden.hpp"
 #include "golden/detail.hpp"
+#include "support/capabilities.hpp"
 
 #include <algorithm>
 #include <set>
@@ -53,10 +54,8 @@ std::vector<std::string> derive_classes(const Case& c) {
         break;
     }
   }
-  std::set<int64_t> windows;
   std::set<std::string> ropes;
   for (const LayerConfig& l : cfg.layers) {
-    windows.insert(l.window);
     if (l.sinks > 0) out.insert("sinks");
     if (l.window == 1) out.insert("W=1");
     if (l.window >= cfg.max_tokens) out.insert("W>=length");
@@ -69,18 +68,31 @@ std::vector<std::string> derive_classes(const Case& c) {
       if (rotary_dim(r, cfg.head_dim) < cfg.head_dim) out.insert("partial-rotary");
     }
   }
-  if (windows.size() > 1) out.insert("mixed-windows");
+  if (conformance::distinct_sliding_windows(cfg) > 1) out.insert("several-windows");
+  bool sliding = false, full = false;
+  for (const LayerConfig& l : cfg.layers) (conformance::is_sliding(l, cfg) ? sliding : full) = true;
+  if (sliding && full) out.insert("sliding-and-full");
   if (ropes.size() > 1) out.insert("per-layer-rope");
 
   // The schedule: token indices, chunks, progress, positions.
   const int B = cfg.batch;
   std::vector<int64_t> seen(static_cast<size_t>(B), 0), p0(static_cast<size_t>(B));
   for (int s = 0; s < B; ++s) p0[static_cast<size_t>(s)] = start_position(cfg, s);
+  // Per sequence, the length it had when it was last reset (-1: not reset yet).
+  std::vector<int64_t> length_at_reset(static_cast<size_t>(B), -1);
+  const auto close_epoch = [&](int s) {
+    const auto su = static_cast<size_t>(s);
+    if (length_at_reset[su] >= 0 && seen[su] < length_at_reset[su]) out.insert("reset-shorter");
+  };
   for (const StepPlan& st : c.steps) {
     if (!st.resets.empty()) out.insert("reset-reuse");
     for (const ResetPlan& r : st.resets) {
-      seen[static_cast<size_t>(r.sequence)] = 0;
-      p0[static_cast<size_t>(r.sequence)] = r.start_position;
+      const auto su = static_cast<size_t>(r.sequence);
+      close_epoch(r.sequence);
+      out.insert(r.start_position < p0[su] ? "reset-p0-down" : r.start_position == p0[su] ? "reset-p0-same" : "reset-p0-up");
+      length_at_reset[su] = seen[su];
+      seen[su] = 0;
+      p0[su] = r.start_position;
     }
     if (B > 1) {
       int active = 0;
@@ -112,6 +124,7 @@ std::vector<std::string> derive_classes(const Case& c) {
       seen[static_cast<size_t>(s)] += n;
     }
   }
+  for (int s = 0; s < B; ++s) close_epoch(s);
   // Needles: some planted boundary target t (with t - W not a sink) is reached by the schedule.
   if (c.data == DataMode::needle) {
     const int64_t most = needed_max_tokens(c);

@@ -1,6 +1,8 @@
 // ringkv golden: judging an engine against a case: capabilities, outputs within the bound, the stored cache.
 #include "golden/golden.hpp"
+#include "support/capabilities.hpp"
 #include "golden/detail.hpp"
+#include "golden/replay.hpp"
 #include "golden/rope_verdict.hpp"
 
 #include <algorithm>
@@ -26,51 +28,6 @@ using namespace detail;
 
 // ---------------------------------------------------------------------------------------------
 // Checking an engine.
-
-std::string capability_gap(const Capabilities& caps, const Config& cfg) {
-  std::vector<std::string> gaps;
-  if (!contains(caps.k_dtypes, cfg.k_format.dtype)) gaps.push_back(std::string("K dtype ") + to_string(cfg.k_format.dtype));
-  if (!contains(caps.v_dtypes, cfg.v_format.dtype)) gaps.push_back(std::string("V dtype ") + to_string(cfg.v_format.dtype));
-  for (const KvFormat* f : {&cfg.k_format, &cfg.v_format}) {
-    if (f->dtype == DType::int8 && !contains(caps.int8_schemes, f->int8_scheme)) {
-      const std::string g = std::string("int8 scheme ") + to_string(f->int8_scheme);
-      if (!contains(gaps, g)) gaps.push_back(g);
-    }
-  }
-  for (size_t l = 0; l < cfg.layers.size(); ++l) {
-    const RopeConfig& r = cfg.layers[l].rope;
-    if (!contains(caps.rope_styles, r.style)) {
-      const std::string g = std::string("rope style ") + to_string(r.style);
-      if (!contains(gaps, g)) gaps.push_back(g);
-    }
-    if (r.style != RopeStyle::none && !contains(caps.rope_scalings, r.scaling)) {
-      const std::string g = std::string("rope scaling ") + to_string(r.scaling);
-      if (!contains(gaps, g)) gaps.push_back(g);
-    }
-  }
-  if (!caps.head_dims.empty() && !contains(caps.head_dims, cfg.head_dim)) {
-    std::string list;
-    for (int h : caps.head_dims) list += (list.empty() ? "" : ", ") + std::to_string(h);
-    gaps.push_back("head_dim " + std::to_string(cfg.head_dim) + " (supports " + list + ")");
-  }
-  int64_t max_w = 0;
-  bool sinks = false;
-  for (const LayerConfig& l : cfg.layers) {
-    max_w = std::max(max_w, l.window);
-    sinks = sinks || l.sinks > 0;
-  }
-  if (sinks && !caps.sinks) gaps.push_back("sink tokens");
-  if (!cfg.sink_logits.empty() && !caps.sink_logits) gaps.push_back("sink logits");
-  if (cfg.softcap && !caps.softcap) gaps.push_back("softcap");
-  if (cfg.layers.size() > 1 && !caps.multi_layer) gaps.push_back("several layers");
-  if (max_w > caps.max_window) gaps.push_back("window " + std::to_string(max_w) + " > max_window " + std::to_string(caps.max_window));
-  if (cfg.max_tokens > caps.max_tokens) {
-    gaps.push_back("max_tokens " + std::to_string(cfg.max_tokens) + " > " + std::to_string(caps.max_tokens));
-  }
-  std::string s;
-  for (const std::string& g : gaps) s += (s.empty() ? "unsupported: " : ", ") + g;
-  return s;
-}
 
 namespace {
 
@@ -156,6 +113,29 @@ void format_quantum(const KvFormat& f, double* rel, double* floor_abs) {
   }
 }
 
+// The format a stored K or V is judged in (docs/tolerances.md, the storage rule): the config's, unless
+// the engine's profile declares a fixed float storage other than the config's float dtype (an engine that
+// stores bf16 whatever it is given, on an f32 case). The spec stores storage(x) and the engine
+// storage'(x), so the two lie within one step of the coarser format: returned, with *relaxed set (within
+// one step instead of exact). INT8 configs and non-float declarations keep the config's (exact) format.
+KvFormat judged_format(const KvFormat& f, const std::optional<Precision>& declared, bool* relaxed) {
+  if (!declared || f.dtype == DType::int8 || *declared == precision_of(f.dtype)) return f;
+  DType d;
+  switch (*declared) {
+    case Precision::f32: d = DType::f32; break;
+    case Precision::f16: d = DType::f16; break;
+    case Precision::bf16: d = DType::bf16; break;
+    case Precision::fp8_e4m3: d = DType::fp8_e4m3; break;
+    case Precision::fp8_e5m2: d = DType::fp8_e5m2; break;
+    default: return f;
+  }
+  *relaxed = true;
+  if (unit_roundoff(*declared) <= unit_roundoff(precision_of(f.dtype))) return f;
+  KvFormat coarser = f;
+  coarser.dtype = d;
+  return coarser;
+}
+
 // The code step (stored scale) of element e of a row.
 double int8_step(const KvFormat& f, int D, const float* row_scales, int e) {
   if (f.int8_scheme == Int8Scheme::static_tensor) return f.scale;
@@ -174,8 +154,9 @@ std::vector<double> declared_rope_slack(const GoldenCase& g, int layer, int64_t 
 }
 
 // Compares one stored row (one token, one kv head) of K or V with `want`, the spec's (§6): INT8
-// scales and codes where the engine gives them, then the decoded values; K with RoPE within one step
-// of its format when `relaxed`, plus `slack` (declared_rope_slack; empty: none). `src` is the row's
+// scales and codes where the engine gives them, then the decoded values; within one step of the format
+// `f` when `relaxed` (K with RoPE; a declared fixed storage, judged_format), plus `slack`
+// (declared_rope_slack; empty: none). `src` is the row's
 // offset in want's [L][R][Hkv][D] tensors, `at` names the row in messages. Returns "" or the failure
 // (and fills m's what, dim, expected, got, bound).
 std::string compare_stored_row(const KvFormat& f, int D, const GoldenStored& want, size_t src, const float* got,
@@ -250,7 +231,7 @@ std::string compare_stored_row(const KvFormat& f, int D, const GoldenStored& wan
       m->got = gv;
       m->bound = allowed;
       return at + " " + KV + "[head " + std::to_string(h) + "][dim " + std::to_string(e) + "] stores " + fmt(gv) +
-             ", spec says " + fmt(wv) + " (" + to_string(f) + (relaxed ? ", rotated K: within " + fmt(allowed) : std::string()) +
+             ", spec says " + fmt(wv) + " (" + to_string(f) + (relaxed ? ", within one step: " + fmt(allowed) : std::string()) +
              ")";
     }
   }
@@ -259,7 +240,8 @@ std::string compare_stored_row(const KvFormat& f, int D, const GoldenStored& wan
 
 // Compares one snapshot with what the file says the ring holds.
 std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, const std::vector<int64_t>& hist_rows,
-                           const CacheSnapshot& snap, const GoldenCheckOptions& opt, Precision rope_angle, GoldenOutcome* r) {
+                           const CacheSnapshot& snap, const GoldenCheckOptions& opt, const PrecisionProfile& profile,
+                           GoldenOutcome* r) {
   const Config& cfg = g.c.config;
   const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
   const RingGeometry geo{L.sinks, L.window, ring_capacity(L, cfg.max_tokens)};
@@ -311,6 +293,8 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
     for (int pass = 0; pass < 2; ++pass) {
       const bool is_k = pass == 0;
       const KvFormat& f = is_k ? cfg.k_format : cfg.v_format;
+      bool fixed_storage = false;
+      const KvFormat judged = judged_format(f, is_k ? profile.k_storage : profile.v_storage, &fixed_storage);
       const std::vector<int8_t>& codes = is_k ? snap.k_codes : snap.v_codes;
       const std::vector<float>& scales = is_k ? snap.k_scales : snap.v_scales;
       const size_t spr = static_cast<size_t>(scales_per_row(f, D));
@@ -320,11 +304,12 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
         const size_t dst = slot * row_elems + static_cast<size_t>(h) * static_cast<size_t>(D);
         m.head = h;
         const std::string text = compare_stored_row(
-            f, D, is_k ? g.k_stored : g.v_stored, g.kv_offset(layer, row, h), (is_k ? snap.k : snap.v).data() + dst,
+            judged, D, is_k ? g.k_stored : g.v_stored, g.kv_offset(layer, row, h), (is_k ? snap.k : snap.v).data() + dst,
             with_codes ? codes.data() + dst : nullptr,
             with_scales ? scales.data() + (slot * static_cast<size_t>(H) + static_cast<size_t>(h)) * spr : nullptr, is_k,
-            is_k && roped, is_k && roped ? declared_rope_slack(g, layer, row, h, rope_angle) : std::vector<double>{}, h, at,
-            &m, &r->stored_checked);
+            (is_k && roped) || fixed_storage,
+            is_k && roped ? declared_rope_slack(g, layer, row, h, profile.rope_angle) : std::vector<double>{}, h, at, &m,
+            &r->stored_checked);
         if (!text.empty()) return fail(m.what, text);
       }
     }
@@ -337,7 +322,7 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
 GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, const GoldenCheckOptions& opt) {
   GoldenOutcome r;
   const Config& cfg = g.c.config;
-  r.skip_reason = capability_gap(factory.capabilities, cfg);
+  r.skip_reason = conformance::capability_gap(factory.capabilities, g.c);
   if (!r.skip_reason.empty()) {
     r.skipped = true;
     return r;
@@ -359,75 +344,41 @@ GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, co
     r.rope = v;
   }
   const int B = cfg.batch, L = g.layers();
-  const int64_t Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
+  const int64_t Hq = cfg.num_q_heads, D = cfg.head_dim;
   bool snapshots = opt.snapshot && factory.capabilities.snapshot;
   std::vector<std::vector<int64_t>> since_reset(static_cast<size_t>(B));  // rows of each sequence since its reset
-  size_t next_chunk = 0;
-  struct Buffers {
-    std::vector<float> q, k, v, out;
-  };
-  std::vector<Buffers> buf;
-  for (size_t st = 0; st < g.c.steps.size(); ++st) {
-    std::vector<SequenceReset> resets;
-    for (const ResetPlan& p : g.c.steps[st].resets) {
-      resets.push_back({p.sequence, p.start_position});
-      since_reset[static_cast<size_t>(p.sequence)].clear();
-    }
-    const size_t chunk_begin = next_chunk;
-    while (next_chunk < g.chunks.size() && g.chunks[next_chunk].step == static_cast<int>(st)) ++next_chunk;
-    buf.assign(next_chunk - chunk_begin, Buffers{});
-    std::vector<SequenceStep> appends;
-    for (size_t ci = chunk_begin; ci < next_chunk; ++ci) {
-      const GoldenChunk& ch = g.chunks[ci];
-      Buffers& b = buf[ci - chunk_begin];
-      const int64_t n = ch.n_tokens;
-      b.q.resize(count({L, n, Hq, D}));
-      b.k.resize(count({L, n, Hkv, D}));
-      b.v.resize(b.k.size());
-      b.out.assign(b.q.size(), std::numeric_limits<float>::quiet_NaN());
-      for (int l = 0; l < L; ++l) {  // rows of a chunk are contiguous: one copy per layer
-        std::copy_n(g.q.begin() + static_cast<std::ptrdiff_t>(g.q_offset(l, ch.row_begin, 0)), n * Hq * D,
-                    b.q.begin() + static_cast<std::ptrdiff_t>(count({l, n, Hq, D})));
-        std::copy_n(g.k.begin() + static_cast<std::ptrdiff_t>(g.kv_offset(l, ch.row_begin, 0)), n * Hkv * D,
-                    b.k.begin() + static_cast<std::ptrdiff_t>(count({l, n, Hkv, D})));
-        std::copy_n(g.v.begin() + static_cast<std::ptrdiff_t>(g.kv_offset(l, ch.row_begin, 0)), n * Hkv * D,
-                    b.v.begin() + static_cast<std::ptrdiff_t>(count({l, n, Hkv, D})));
+  try {
+    replay_golden(*engine, g, [&](size_t st, std::span<const ReplayedChunk> chunks) {
+      for (const ResetPlan& p : g.c.steps[st].resets) since_reset[static_cast<size_t>(p.sequence)].clear();
+      for (const ReplayedChunk& c : chunks) {
+        const GoldenChunk& ch = *c.chunk;
+        for (int l = 0; l < L; ++l) {
+          for (int64_t t = 0; t < ch.n_tokens; ++t) {
+            for (int h = 0; h < Hq; ++h) {
+              const float* o = c.out + count({l, ch.n_tokens, Hq, D}) + count({t, Hq, D}) + count({h, D});
+              for (int d = 0; d < D; ++d) checker.check(ch.row_begin + t, l, h, d, o[d]);
+            }
+          }
+        }
+        for (int64_t t = 0; t < ch.n_tokens; ++t) since_reset[static_cast<size_t>(ch.sequence)].push_back(ch.row_begin + t);
       }
-      appends.push_back({ch.sequence, n, b.q.data(), b.k.data(), b.v.data(), b.out.data()});
-    }
-    try {
-      engine->step(StepBatch{resets, appends});
-    } catch (const std::exception& e) {
-      if (r.failure.empty()) r.failure = "step " + std::to_string(st) + ": engine threw: " + e.what();
-      r.passed = false;
-      return r;
-    }
-    for (size_t ci = chunk_begin; ci < next_chunk; ++ci) {
-      const GoldenChunk& ch = g.chunks[ci];
-      const Buffers& b = buf[ci - chunk_begin];
-      for (int l = 0; l < L; ++l) {
-        for (int64_t t = 0; t < ch.n_tokens; ++t) {
-          for (int h = 0; h < Hq; ++h) {
-            const float* o = b.out.data() + count({l, ch.n_tokens, Hq, D}) + count({t, Hq, D}) + count({h, D});
-            for (int d = 0; d < D; ++d) checker.check(ch.row_begin + t, l, h, d, o[d]);
+      if (snapshots && r.failure.empty()) {
+        for (int l = 0; l < L && r.failure.empty() && snapshots; ++l) {
+          for (int s = 0; s < B && r.failure.empty(); ++s) {
+            const std::optional<CacheSnapshot> snap = engine->snapshot(l, s);
+            if (!snap) {  // the engine does not expose its cache after all: outputs only
+              snapshots = false;
+              break;
+            }
+            r.failure = check_snapshot(g, l, s, static_cast<int>(st), since_reset[static_cast<size_t>(s)], *snap, opt,
+                                       profile, &r);
           }
         }
       }
-      for (int64_t t = 0; t < ch.n_tokens; ++t) since_reset[static_cast<size_t>(ch.sequence)].push_back(ch.row_begin + t);
-    }
-    if (snapshots && r.failure.empty()) {
-      for (int l = 0; l < L && r.failure.empty() && snapshots; ++l) {
-        for (int s = 0; s < B && r.failure.empty(); ++s) {
-          const std::optional<CacheSnapshot> snap = engine->snapshot(l, s);
-          if (!snap) {  // the engine does not expose its cache after all: outputs only
-            snapshots = false;
-            break;
-          }
-          r.failure = check_snapshot(g, l, s, static_cast<int>(st), since_reset[static_cast<size_t>(s)], *snap, opt,
-                                     profile.rope_angle, &r);
-        }
-      }
-    }
+      return true;
+    });
+  } catch (const Error& e) {  // the engine threw in a step: replay_golden names the step
+    if (r.failure.empty()) r.failure = e.what();
   }
   r.passed = r.failure.empty();
   return r;
@@ -443,7 +394,7 @@ namespace {
 
 // The engine's stored cache of an outputs file, row by row, against `want_k` and the file's V (§6).
 void compare_stored_rows(const GoldenCase& g, const GoldenOutputs& o, const GoldenStored& want_k, bool k_exact,
-                         Precision rope_angle, GoldenOutcome* r) {
+                         const PrecisionProfile& profile, GoldenOutcome* r) {
   const Config& cfg = g.c.config;
   const int D = cfg.head_dim, H = cfg.num_kv_heads;
   for (int64_t row = 0; row < g.num_rows(); ++row) {  // schedule order: the first failure is the earliest
@@ -455,6 +406,8 @@ void compare_stored_rows(const GoldenCase& g, const GoldenOutputs& o, const Gold
         const std::optional<GoldenStored>& got = is_k ? o.k_stored : o.v_stored;
         if (!got) continue;
         const KvFormat& f = is_k ? cfg.k_format : cfg.v_format;
+        bool fixed_storage = false;
+        const KvFormat judged = judged_format(f, is_k ? profile.k_storage : profile.v_storage, &fixed_storage);
         const size_t spr = static_cast<size_t>(scales_per_row(f, D));
         for (int h = 0; h < H; ++h) {
           const size_t src = g.kv_offset(l, row, h);
@@ -463,11 +416,12 @@ void compare_stored_rows(const GoldenCase& g, const GoldenOutputs& o, const Gold
                                  ", sequence " + std::to_string(gr.sequence) + ": row " + std::to_string(row) + " (token " +
                                  std::to_string(gr.index) + ", position " + std::to_string(gr.position) + ")";
           const std::string text = compare_stored_row(
-              f, D, is_k ? want_k : g.v_stored, src, got->value.data() + src, got->codes.empty() ? nullptr : got->codes.data() + src,
+              judged, D, is_k ? want_k : g.v_stored, src, got->value.data() + src,
+              got->codes.empty() ? nullptr : got->codes.data() + src,
               got->scales.empty() ? nullptr : got->scales.data() + src / static_cast<size_t>(D) * spr, is_k,
-              is_k && roped && !k_exact,
-              is_k && roped && !k_exact ? declared_rope_slack(g, l, row, h, rope_angle) : std::vector<double>{}, h, at, &m,
-              &r->stored_checked);
+              (is_k && roped && !k_exact) || fixed_storage,
+              is_k && roped && !k_exact ? declared_rope_slack(g, l, row, h, profile.rope_angle) : std::vector<double>{}, h,
+              at, &m, &r->stored_checked);
           if (!text.empty()) {
             r->failure = text;
             r->first = m;
@@ -545,7 +499,7 @@ GoldenOutcome compare_golden_outputs(const GoldenCase& g, const GoldenOutputs& o
   // The stored cache: K against the storage of the engine's own k_rot when it gave one (exact, spec §11.1:
   // "given the f32 vector being stored"), else against the file's within one step where RoPE applies.
   if (r.failure.empty()) {
-    compare_stored_rows(g, o, oracle ? oracle->k_stored() : g.k_stored, oracle.has_value(), profile.rope_angle, &r);
+    compare_stored_rows(g, o, oracle ? oracle->k_stored() : g.k_stored, oracle.has_value(), profile, &r);
   }
   r.passed = r.failure.empty();
   return r;

@@ -168,9 +168,6 @@ struct GoldenCheckOptions {
   bool qk_rotated_by_ringkv = false;
 };
 
-/// Why the capabilities do not cover the config ("" if they do).
-std::string capability_gap(const Capabilities& caps, const Config& config);
-
 /// Drives a fresh engine through the case with the file's inputs and compares
 /// every output within output_bound(), and (optionally) the cache exactly.
 GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, const GoldenCheckOptions& options = {});
@@ -214,6 +211,17 @@ void write_golden_outputs(const std::string& path, const GoldenCase& g, const Go
 /// Writes DIR/cases/<name>.safetensors for every case of golden_set() and DIR/manifest.json.
 /// `progress` (may be null) is called after each case with its name and size.
 void generate_golden_set(const std::string& dir, void (*progress)(const std::string& name, size_t bytes) = nullptr);
+
+/// `n` random cases from the property generators within `caps` (golden/random_set.cpp), named
+/// random_<seed>_<i>, classes derived; the same (n, seed, caps) give the same cases.
+std::vector<GoldenSpec> random_golden_set(int n, uint64_t seed, const Capabilities& caps);
+/// Writes such a set like generate_golden_set; its manifest records {"random": n, "seed": seed,
+/// "capabilities": {...}} as "generator", so `verify` regenerates it and reports name it.
+void generate_random_golden_set(const std::string& dir, int n, uint64_t seed, const Capabilities& caps,
+                                void (*progress)(const std::string& name, size_t bytes) = nullptr);
+/// The command that regenerates the set in DIR ("" for the committed set), e.g.
+/// "ringkv golden generate --random 200 --seed 7 --capabilities FILE --out DIR".
+std::string golden_set_generator(const std::string& dir);
 /// Checks DIR against the manifest (hashes, sizes) and against a fresh in-memory
 /// regeneration (bytes); returns the problems found (empty: OK).
 std::vector<std::string> verify_golden_set(const std::string& dir);
@@ -223,6 +231,8 @@ struct ManifestEntry {
   std::string name, id, file, sha256;
   std::vector<std::string> classes;
   int64_t bytes = 0;
+  std::string level;                  ///< "core" or "feature" (golden/coverage.hpp: case_level)
+  std::vector<std::string> features;  ///< its feature classes (empty for a core case)
 };
 /// Reads DIR/manifest.json (throws ringkv::Error naming the problem).
 std::vector<ManifestEntry> read_manifest(const std::string& dir);

@@ -18,7 +18,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "golden/coverage.hpp"
 #include "golden/golden.hpp"
+#include "support/capabilities.hpp"
 #include "golden/safetensors.hpp"
 #include "golden/sha256.hpp"
 #include "mutants/mutants.hpp"
@@ -246,14 +248,16 @@ TEST(GoldenSet, CoversEveryBoundaryClassAndTagsOnlyWhatACaseHas) {
   for (const std::string& cl : boundary_classes()) EXPECT_TRUE(covered.count(cl)) << "no golden case covers " << cl;
 }
 
-TEST(GoldenSet, StaysUnder20MB) {
+// The budget issue 14 sets for the core cases, the verdict-fidelity cases and the rollback cases
+// together: 32 MB, so that a clone and a CI checkout stay quick.
+TEST(GoldenSet, StaysUnder32MB) {
   int64_t total = 0;
   for (const ManifestEntry& e : read_manifest(kDir)) {
     total += e.bytes;
     EXPECT_EQ(static_cast<int64_t>(fs::file_size(kDir + "/" + e.file)), e.bytes) << e.file;
   }
   std::printf("[golden] committed set: %zu cases, %lld bytes\n", read_manifest(kDir).size(), static_cast<long long>(total));
-  EXPECT_LT(total, 20'000'000);
+  EXPECT_LT(total, 32'000'000);
 }
 
 std::vector<GoldenCase> committed();  // every committed case, read from golden/ (defined below)
@@ -265,7 +269,6 @@ TEST(GoldenSet, EveryClassHasAtLeastTwoCases) {
     for (const std::string& cl : s.classes) ++cases_of[cl];
   }
   std::vector<std::string> classes = boundary_classes();
-  for (const char* extra : {"int8-half_away", "softmax-scale", "pos-2^31"}) classes.push_back(extra);
   for (const std::string& cl : classes) EXPECT_GE(cases_of[cl], 2) << "class " << cl << " is covered by one case only";
 }
 
@@ -451,17 +454,26 @@ TEST(GoldenCheck, ReferencePassesEveryCommittedCase) {
               static_cast<long long>(outputs), worst, static_cast<long long>(stored));
 }
 
+// Every control passes every committed case within its declared capabilities, and is skipped on
+// exactly the others (the core controls declare only spec 1 core).
 TEST(GoldenCheck, ControlsPassEveryCommittedCase) {
   const std::vector<GoldenCase> cases = committed();
   for (const conformance::MutantInfo& m : conformance::all_mutants()) {
     if (!m.must_pass) continue;
     double worst = 0;
+    size_t ran = 0;
     for (const GoldenCase& g : cases) {
       const GoldenOutcome r = check_golden(m.factory, g);
+      const std::string gap = conformance::capability_gap(m.factory.capabilities, g.c);
+      EXPECT_EQ(r.skipped, !gap.empty()) << m.name << " on " << g.name << ": " << gap << r.skip_reason;
+      if (!gap.empty()) continue;
       EXPECT_TRUE(r.passed) << m.name << " on " << g.name << ": " << r.failure;
       worst = std::max(worst, r.worst_ratio);
+      ++ran;
     }
-    std::printf("[golden] control %-24s passes all %zu cases (worst %.3g of the bound)\n", m.name, cases.size(), worst);
+    EXPECT_GT(ran, 0u) << m.name;
+    std::printf("[golden] control %-24s passes all %zu cases within its capabilities, of %zu (worst %.3g of the bound)\n",
+                m.name, ran, cases.size(), worst);
   }
 }
 
@@ -575,12 +587,17 @@ class BatchBugEngine : public Engine {
   std::vector<float> q_, k_, v_;
 };
 
+EngineFactory batch_bug_factory(bool shared) {
+  EngineFactory f = reference_engine_factory();
+  f.capabilities.snapshot = false;
+  f.create = [shared](const Config& c) -> std::unique_ptr<Engine> { return std::make_unique<BatchBugEngine>(c, shared); };
+  return f;
+}
+
 TEST(GoldenCheck, BatchCasesShowASharedRingAndAWrongStrideOnOutputsAlone) {
   const std::vector<GoldenCase> cases = committed();
   for (const bool shared : {true, false}) {
-    EngineFactory f = reference_engine_factory();
-    f.capabilities.snapshot = false;
-    f.create = [shared](const Config& c) -> std::unique_ptr<Engine> { return std::make_unique<BatchBugEngine>(c, shared); };
+    const EngineFactory f = batch_bug_factory(shared);
     std::vector<std::string> killed;
     for (const GoldenCase& g : cases) {
       const GoldenOutcome r = check_golden(f, g);
@@ -594,6 +611,46 @@ TEST(GoldenCheck, BatchCasesShowASharedRingAndAWrongStrideOnOutputsAlone) {
         << (shared ? "a shared ring" : "a wrong batch stride") << " passes batch3_same_positions";
     std::printf("[golden] %-12s fails %zu batch cases: %s\n", shared ? "shared ring" : "wrong stride", killed.size(),
                 join(killed).c_str());
+  }
+}
+
+// Issue 14: each mutant a "spec 1 core" engine can express (K/V f32, f16 or bf16, neox RoPE, no sinks,
+// sink logits or softcap, one sliding window) fails at least three core cases, and at least one
+// core case at head dim 128, so an engine judged on the core cases alone (a kernel library taking
+// only head dims 64 and 128 included) gets the mutants' verdict. Counted with the cache check;
+// the outputs-alone counts are printed.
+TEST(GoldenCheck, CoreMutantsFailThreeCoreCasesAndOneAtHeadDim128) {
+  std::vector<GoldenCase> core;
+  for (GoldenCase& g : committed()) {
+    if (std::string(case_level(g.classes)) == "core") core.push_back(std::move(g));
+  }
+  std::vector<conformance::MutantInfo> mutants;
+  for (const char* name : {"window_plus_one", "window_minus_one", "rope_from_slot", "attends_empty_slots",
+                           "chunk_written_first", "stale_after_reset", "reset_clears_first_layer_only", "gqa_modulo",
+                           "window_plus_one_f16", "window_minus_one_f16", "f16_query_declared_f32"}) {
+    const auto& all = conformance::all_mutants();
+    const auto m = std::find_if(all.begin(), all.end(),
+                                [&](const conformance::MutantInfo& x) { return std::string(x.name) == name; });
+    ASSERT_NE(m, all.end()) << "no mutant " << name;
+    mutants.push_back(*m);
+  }
+  mutants.push_back({"shared_ring", "every sequence's tokens go through one ring (BatchBugEngine)", batch_bug_factory(true)});
+  for (const conformance::MutantInfo& m : mutants) {
+    const GoldenKills k = golden_kills(m, core);
+    const auto at_d128 = [&](const std::vector<std::string>& killed) {
+      size_t n = 0;
+      for (const GoldenCase& g : core) {
+        if (g.c.config.head_dim == 128 && std::find(killed.begin(), killed.end(), g.name) != killed.end()) ++n;
+      }
+      return n;
+    };
+    EXPECT_GE(k.with_cache.size(), kMinGoldenKills) << "mutant " << m.name << " (" << m.bug << ") fails only "
+                                                    << k.with_cache.size() << " core cases with the cache check: "
+                                                    << ::testing::PrintToString(k.with_cache);
+    EXPECT_GE(at_d128(k.with_cache), 1u) << "mutant " << m.name << " fails no core case at head dim 128";
+    std::printf("[golden] core: %-29s fails %2zu/%zu core cases with the cache (%zu at head dim 128), %2zu on outputs "
+                "alone (%zu at 128)\n", m.name, k.with_cache.size(), core.size(), at_d128(k.with_cache),
+                k.outputs_only.size(), at_d128(k.outputs_only));
   }
 }
 
@@ -854,16 +911,16 @@ TEST(GoldenCheck, SkipsWhatTheCapabilitiesLack) {
   Capabilities none;
   none.sinks = false;
   none.softcap = false;
-  none.multi_layer = false;
+  none.max_layers = 1;
   none.sink_logits = false;
   Config c = committed().front().c.config;
   c.layers.push_back(c.layers[0]);
   c.layers[0].sinks = 2;
   c.softcap = 3.0;
-  const std::string gap = capability_gap(none, c);
+  const std::string gap = conformance::capability_gap(none, c);
   EXPECT_NE(gap.find("sink tokens"), std::string::npos) << gap;
   EXPECT_NE(gap.find("softcap"), std::string::npos) << gap;
-  EXPECT_NE(gap.find("several layers"), std::string::npos) << gap;
+  EXPECT_NE(gap.find(" layers > max_layers 1"), std::string::npos) << gap;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // ringkv golden: the committed set: generation, manifest, verification.
 #include "golden/golden.hpp"
+#include "golden/coverage.hpp"
 #include "golden/detail.hpp"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "golden/sha256.hpp"
+#include "support/capabilities.hpp"
 #include "ringkv/error.hpp"
 #include "ringkv/quant.hpp"
 
@@ -30,19 +32,21 @@ namespace fs = std::filesystem;
 
 std::string case_file(const std::string& name) { return "cases/" + name + ".safetensors"; }
 
-std::string manifest_text(const std::vector<ManifestEntry>& entries) {
+std::string manifest_text(const std::vector<ManifestEntry>& entries, const json& generator = nullptr) {
   json cases = json::array();
   int64_t total = 0;
   for (const ManifestEntry& e : entries) {
-    cases.push_back(json{{"name", e.name}, {"id", e.id}, {"classes", e.classes}, {"file", e.file},
+    cases.push_back(json{{"name", e.name}, {"id", e.id}, {"level", case_level(e.classes)},
+                         {"features", case_features(e.classes)}, {"classes", e.classes}, {"file", e.file},
                          {"sha256", e.sha256}, {"bytes", e.bytes}});
     total += e.bytes;
   }
-  const json m{{"format", "ringkv-golden-manifest"},
-               {"golden_format_version", kGoldenFormatVersion},
-               {"spec_version", kSpecVersion},
-               {"total_bytes", total},
-               {"cases", cases}};
+  json m{{"format", "ringkv-golden-manifest"},
+         {"golden_format_version", kGoldenFormatVersion},
+         {"spec_version", kSpecVersion},
+         {"total_bytes", total},
+         {"cases", cases}};
+  if (!generator.is_null()) m["generator"] = generator;  // a random set: what regenerates it
   return m.dump(2) + "\n";
 }
 
@@ -51,7 +55,8 @@ std::vector<ManifestEntry> entries_for(const std::vector<GoldenSpec>& specs, std
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::vector<uint8_t>& b = (*bytes)[i];
     entries.push_back(ManifestEntry{specs[i].name, specs[i].c.id(), case_file(specs[i].name), sha256_hex(b),
-                                    specs[i].classes, static_cast<int64_t>(b.size())});
+                                    specs[i].classes, static_cast<int64_t>(b.size()), case_level(specs[i].classes),
+                                    case_features(specs[i].classes)});
   }
   std::sort(entries.begin(), entries.end(), [](const ManifestEntry& a, const ManifestEntry& b) { return a.name < b.name; });
   return entries;
@@ -70,10 +75,10 @@ void check_unique_names(const std::vector<GoldenSpec>& specs) {
   }
 }
 
-}  // namespace
 
-void generate_golden_set(const std::string& dir, void (*progress)(const std::string&, size_t)) {
-  const std::vector<GoldenSpec> specs = golden_set();
+// Writes the cases of `specs` and their manifest (with `generator` for a random set).
+void write_golden_set(const std::string& dir, const std::vector<GoldenSpec>& specs, const json& generator,
+                      void (*progress)(const std::string&, size_t)) {
   check_unique_names(specs);
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "cases", ec);
@@ -91,8 +96,55 @@ void generate_golden_set(const std::string& dir, void (*progress)(const std::str
     const std::string f = e.path().filename().string();
     if (e.path().extension() == ".safetensors" && !wanted.count(f)) fs::remove(e.path());
   }
-  const std::string text = manifest_text(entries_for(specs, &bytes));
+  const std::string text = manifest_text(entries_for(specs, &bytes), generator);
   write_file_bytes((fs::path(dir) / "manifest.json").string(), std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+json random_generator(int n, uint64_t seed, const Capabilities& caps) {
+  return json{{"random", n}, {"seed", seed}, {"capabilities", conformance::capabilities_to_json(caps)}};
+}
+
+// The manifest's "generator" (null for the committed set).
+json read_generator(const std::string& dir) {
+  const std::vector<uint8_t> bytes = read_file_bytes((fs::path(dir) / "manifest.json").string());
+  json m;
+  try {
+    m = json::parse(bytes.begin(), bytes.end());
+  } catch (const json::exception& e) {
+    throw Error(dir + "/manifest.json: not valid JSON: " + e.what());
+  }
+  return m.contains("generator") ? m["generator"] : json(nullptr);
+}
+
+// The specs a manifest's generator describes: the committed set, or the random set it names.
+std::vector<GoldenSpec> specs_of(const json& generator, const std::string& dir) {
+  if (generator.is_null()) return golden_set();
+  try {
+    const conformance::CapabilitiesFile caps = conformance::capabilities_from_json(generator.at("capabilities"), dir + "/manifest.json generator");
+    return random_golden_set(generator.at("random").get<int>(), generator.at("seed").get<uint64_t>(), caps.capabilities);
+  } catch (const json::exception& e) {
+    throw Error(dir + "/manifest.json: generator " + generator.dump() + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+void generate_golden_set(const std::string& dir, void (*progress)(const std::string&, size_t)) {
+  write_golden_set(dir, golden_set(), nullptr, progress);
+}
+
+void generate_random_golden_set(const std::string& dir, int n, uint64_t seed, const Capabilities& caps,
+                                void (*progress)(const std::string&, size_t)) {
+  write_golden_set(dir, random_golden_set(n, seed, caps), random_generator(n, seed, caps), progress);
+}
+
+std::string golden_set_generator(const std::string& dir) {
+  const json g = read_generator(dir);
+  if (g.is_null()) return "";
+  const bool full = g.at("capabilities") == conformance::capabilities_to_json(Capabilities{});
+  return "ringkv golden generate --random " + std::to_string(g.at("random").get<int>()) + " --seed " +
+         std::to_string(g.at("seed").get<uint64_t>()) + (full ? "" : " --capabilities CAPS.json") + " --out " + dir +
+         (full ? "" : "  # CAPS.json: the \"capabilities\" of " + dir + "/manifest.json's \"generator\"");
 }
 
 std::vector<ManifestEntry> read_manifest(const std::string& dir) {
@@ -122,6 +174,15 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
       e.file = c.at("file").get<std::string>();
       e.sha256 = c.at("sha256").get<std::string>();
       e.classes = c.at("classes").get<std::vector<std::string>>();
+      // "level" and "features" (issue 14) follow from the classes; a manifest that states them must agree.
+      e.level = case_level(e.classes);
+      e.features = case_features(e.classes);
+      if (c.contains("level") && c.at("level").get<std::string>() != e.level) {
+        throw Error("case " + e.name + ": level " + c.at("level").dump() + " but its classes make it " + e.level);
+      }
+      if (c.contains("features") && c.at("features").get<std::vector<std::string>>() != e.features) {
+        throw Error("case " + e.name + ": features " + c.at("features").dump() + " do not match its classes");
+      }
       e.bytes = c.at("bytes").get<int64_t>();
       out.push_back(std::move(e));
     }
@@ -163,7 +224,14 @@ std::vector<std::string> verify_golden_set(const std::string& dir) {
   } catch (const Error& e) {
     return {e.what()};
   }
-  const std::vector<GoldenSpec> specs = golden_set();
+  json generator;
+  std::vector<GoldenSpec> specs;
+  try {
+    generator = read_generator(dir);
+    specs = specs_of(generator, dir);
+  } catch (const Error& e) {
+    return {e.what()};
+  }
   std::map<std::string, const GoldenSpec*> by_name;
   for (const GoldenSpec& s : specs) by_name[s.name] = &s;
   std::set<std::string> listed;
@@ -210,7 +278,7 @@ std::vector<std::string> verify_golden_set(const std::string& dir) {
     }
   }
   // The manifest itself, byte for byte.
-  const std::string want = manifest_text(entries_for(specs, &regenerated));
+  const std::string want = manifest_text(entries_for(specs, &regenerated), generator);
   const std::vector<uint8_t> have = read_file_bytes((fs::path(dir) / "manifest.json").string());
   if (std::string(have.begin(), have.end()) != want) problems.push_back(dir + "/manifest.json differs from a fresh regeneration");
   // Files nobody lists.

@@ -15,9 +15,12 @@
 
 #include "golden/golden.hpp"
 #include "golden/rope_verdict.hpp"
+#include "mutants/mutants.hpp"
+#include "ringkv/error.hpp"
 #include "ringkv/quant.hpp"
 #include "ringkv/reference_engine.hpp"
 #include "ringkv/rope.hpp"
+#include "support/capabilities.hpp"
 #include "support/oracle.hpp"
 
 namespace ringkv::golden {
@@ -489,6 +492,98 @@ TEST(EngineRope, RotatedByRingkvIsJudgedTightlyAndSaysSo) {
   EXPECT_GT(d.rope->rope_dominated, 0);
   // The reference (f64 angles) at small positions: nothing to say.
   EXPECT_FALSE(check_golden(reference_engine_factory(), committed_case("decode_w8")).rope.has_value());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The storage rule (issue 14): an engine whose profile declares a fixed K/V storage coarser than the
+// case's dtype (bf16 on an f32 case) has its stored cache judged within one step of the DECLARED
+// storage, in the snapshot check and in an outputs file's stored cache; declaring as-configured
+// storage while storing bf16 still fails.
+
+// The first committed case with f32 K and V that a core bf16 engine (head dims 64, 128) runs.
+GoldenCase f32_case_for(const EngineFactory& f) {
+  for (const ManifestEntry& e : read_manifest(RINGKV_GOLDEN_DIR)) {
+    GoldenCase g = read_golden(std::string(RINGKV_GOLDEN_DIR) + "/" + e.file);
+    if (g.c.config.k_format.dtype == DType::f32 && g.c.config.v_format.dtype == DType::f32 &&
+        conformance::capability_gap(f.capabilities, g.c).empty()) {
+      return g;
+    }
+  }
+  throw Error("no committed f32 case inside " + f.name + "'s capabilities");
+}
+
+const EngineFactory& core_bf16_engine() {
+  for (const conformance::MutantInfo& m : conformance::all_mutants()) {
+    if (std::string(m.name) == "core_bf16_engine") return m.factory;
+  }
+  throw Error("no control core_bf16_engine");
+}
+
+// Stores bf16 like core_bf16_engine but declares the case's own (f32) storage: a lie.
+class Bf16StoredDeclaredAsConfigured : public ReferenceEngine {
+ public:
+  explicit Bf16StoredDeclaredAsConfigured(const Config& c) : ReferenceEngine(bf16_of(c)), given_(c) {}
+  const Config& config() const override { return given_; }
+
+ protected:
+  PrecisionProfile precision() const override {
+    PrecisionProfile p = ReferenceEngine::precision();
+    p.k_storage = precision_of(given_.k_format.dtype);
+    p.v_storage = precision_of(given_.v_format.dtype);
+    return p;
+  }
+
+ private:
+  static Config bf16_of(Config c) {
+    c.k_format.dtype = c.v_format.dtype = DType::bf16;
+    return c;
+  }
+  Config given_;
+};
+
+TEST(StorageRule, DeclaredBf16StorageIsJudgedAgainstItInTheSnapshotCheck) {
+  const EngineFactory& bf16 = core_bf16_engine();
+  const GoldenCase g = f32_case_for(bf16);
+  const GoldenOutcome r = check_golden(bf16, g);  // snapshots on (the default)
+  EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+  EXPECT_FALSE(r.skipped) << r.skip_reason;
+  EXPECT_GT(r.stored_checked, 0) << g.name;
+  ASSERT_TRUE(r.profile.has_value());
+  EXPECT_EQ(r.profile->k_storage, Precision::bf16);
+
+  EngineFactory liar = bf16;
+  liar.create = [](const Config& c) -> std::unique_ptr<Engine> { return std::make_unique<Bf16StoredDeclaredAsConfigured>(c); };
+  const GoldenOutcome l = check_golden(liar, g);
+  EXPECT_FALSE(l.passed) << g.name << ": an engine storing bf16 while declaring f32 storage passed";
+  EXPECT_FALSE(l.skipped);
+}
+
+TEST(StorageRule, DeclaredBf16StorageIsJudgedAgainstItInAnOutputsFile) {
+  const GoldenCase g = f32_case_for(core_bf16_engine());
+  GoldenOutputs o = with_stored(g);  // the spec's outputs: only the stored cache can fail
+  for (std::vector<float>* v : {&o.k_stored->value, &o.v_stored->value}) {
+    for (float& x : *v) x = round_to_bf16(x);
+  }
+  PrecisionProfile declared;
+  declared.k_storage = declared.v_storage = Precision::bf16;
+  GoldenOutcome r = compare_golden_outputs(g, o, declared);
+  EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+  EXPECT_GT(r.stored_checked, 0);
+
+  r = compare_golden_outputs(g, o, PrecisionProfile{});  // as configured: f32, exact
+  EXPECT_FALSE(r.passed) << g.name;
+  ASSERT_TRUE(r.first.has_value()) << r.failure;
+  EXPECT_TRUE(r.first->what == "stored K" || r.first->what == "stored V") << r.first->what;
+
+  // Within one step of bf16, not anything: V three bf16 steps off fails under the bf16 declaration.
+  size_t i = 0;
+  while (i < o.v_stored->value.size() && std::fabs(o.v_stored->value[i]) < 0.01f) ++i;
+  ASSERT_LT(i, o.v_stored->value.size());
+  o.v_stored->value[i] += 3 * std::fabs(o.v_stored->value[i]) * 0x1p-7f;
+  r = compare_golden_outputs(g, o, declared);
+  EXPECT_FALSE(r.passed);
+  ASSERT_TRUE(r.first.has_value()) << r.failure;
+  EXPECT_EQ(r.first->what, "stored V");
 }
 
 }  // namespace

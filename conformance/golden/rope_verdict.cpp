@@ -27,36 +27,9 @@ const char* to_string(RopeVerdict::Kind kind) {
   return "?";
 }
 
-double rotation_error_bound(double u_angle, int pair, double angle, double r) {
-  // The angle p'·inv_freq_k in precision u: p' rounded, inv_freq_k from pow (or, as ggml does, from
-  // k repeated multiplications by a rounded theta^(-2/R): 2k + 2 roundings) and the product, each
-  // relative to the angle; cos, sin and the rotation arithmetic a few u absolutely (the 8). Then the
-  // rotated f32 values: one f32 ulp each, which also covers a C library whose pow, cos or sin differs
-  // in the last f64 bit; 2^-148 for pairs in the subnormal range.
-  return (u_angle * ((2.0 * pair + 4.0) * std::fabs(angle) + 8.0) + 0x1p-23) * r + 0x1p-148;
-}
-
 namespace {
 
 constexpr double kU64 = 0x1p-53;
-
-// Calls pair(a, b, k, angle_k) for every rotated pair of spec §8 and pass(d) for every other element.
-template <class Pair, class Pass>
-void for_each_pair(const RopeConfig& rope, int D, int64_t position, Pair pair, Pass pass) {
-  const int R = rope.style == RopeStyle::none ? 0 : (rope.rotary_dim == 0 ? D : rope.rotary_dim);
-  const double theta = R > 0 ? rope_effective_theta(rope, R) : 0.0;
-  const double scaled = rope_scaled_position(rope, position);
-  std::vector<bool> in_pair(static_cast<size_t>(D), false);
-  for (int k = 0; k < R / 2; ++k) {
-    const int a = rope.style == RopeStyle::neox ? k : 2 * k;
-    const int b = rope.style == RopeStyle::neox ? k + R / 2 : 2 * k + 1;
-    in_pair[static_cast<size_t>(a)] = in_pair[static_cast<size_t>(b)] = true;
-    pair(a, b, k, scaled * std::pow(theta, -(2.0 * k) / double(R)));
-  }
-  for (int d = 0; d < D; ++d) {
-    if (!in_pair[static_cast<size_t>(d)]) pass(d);
-  }
-}
 
 // One vector's rotation against spec §8: pairs (and pass-through elements) checked against the bound.
 struct RotationScan {
@@ -72,7 +45,7 @@ struct RotationScan {
     const int64_t position = g.rows[static_cast<size_t>(row)].position;
     std::vector<double> exact(static_cast<size_t>(D));
     conformance::oracle_rope(rope, D, position, raw, exact.data());
-    for_each_pair(
+    conformance::for_each_rope_pair(
         rope, D, position,
         [&](int a, int b, int k, double angle) {
           const double err = std::hypot(double(got[a]) - exact[static_cast<size_t>(a)], double(got[b]) - exact[static_cast<size_t>(b)]);
@@ -106,15 +79,6 @@ struct RotationScan {
 };
 
 }  // namespace
-
-void rotation_slack(const RopeConfig& rope, int D, int64_t position, double u_angle, const float* raw, double* slack) {
-  for_each_pair(
-      rope, D, position,
-      [&](int a, int b, int k, double angle) {
-        slack[a] = slack[b] = u_angle * ((2.0 * k + 4.0) * std::fabs(angle) + 8.0) * std::hypot(double(raw[a]), double(raw[b]));
-      },
-      [&](int d) { slack[d] = u_angle * 8.0 * std::fabs(double(raw[d])); });
-}
 
 RopeVerdict check_rotation(const GoldenCase& g, const std::vector<float>& q_rot, const std::vector<float>& k_rot,
                            Precision declared_angle) {

@@ -14,19 +14,13 @@
 
 #include "golden/golden.hpp"
 #include "support/oracle.hpp"
+#include "support/rotation_bound.hpp"
 
 namespace ringkv::golden {
 
-/// The error a rotated pair (or pass-through element) may have, with angles in a precision of unit
-/// roundoff `u_angle`: (u_angle·((2k + 4)·|angle_k| + 8) + 2^-23)·r + 2^-148, where k is the pair's
-/// index, angle_k spec §8's f64 angle, r = |(a, b)| of the unrotated pair (|x| and angle 0 for a
-/// pass-through element). Derivation: docs/golden-format.md §7.
-double rotation_error_bound(double u_angle, int pair, double angle, double r);
-
-/// How far a rotation with angles in precision `u_angle` may move each element of one row beyond spec
-/// §8's rotation of `raw` at `position`: the angle part of rotation_error_bound, u·((2k + 4)·|angle_k| + 8)·r,
-/// for both elements of pair k, and 8u·|x| for pass-through elements. slack[0..D).
-void rotation_slack(const RopeConfig& rope, int head_dim, int64_t position, double u_angle, const float* raw, double* slack);
+// The rotation bound lives in support/rotation_bound.hpp (the snapshot check uses it too).
+using conformance::rotation_error_bound;
+using conformance::rotation_slack;
 
 /// (a) The engine's rotated q [L][R][Hq][D] and k [L][R][Hkv][D] against the f64 rotation of spec §8
 /// of the case's raw q and k: "conformant" (within rotation_error_bound at u = 2^-53), "within the

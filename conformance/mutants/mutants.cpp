@@ -9,6 +9,7 @@
 #include "ringkv/quant.hpp"
 #include "ringkv/reference_engine.hpp"
 #include "ringkv/rope.hpp"
+#include "support/capabilities.hpp"
 #include "support/profiles.hpp"
 
 namespace ringkv::conformance {
@@ -337,6 +338,48 @@ class OtherSummationOrder : public ReferenceEngine {
   mutable uint64_t calls_ = 0;
 };
 
+// A "spec 1 core" engine (docs/spec.md §0): the reference, declaring only the core. With bf16 storage it
+// is a kernel-library-like engine that stores f32 K and V as bf16: an f32 config runs on the reference
+// with bf16 K/V, config() is still the config it was given, and its profile declares k_storage =
+// v_storage = bf16 (the reference's precision() reports the dtype it stores). Other dtypes, outside
+// what it declares, it stores as configured, so the property suite (which does not narrow its cases to
+// an engine's capabilities) judges it as the correct engine it is.
+class CoreEngine : public ReferenceEngine {
+ public:
+  CoreEngine(const Config& c, bool bf16_storage)
+      : ReferenceEngine(stored_as(c, bf16_storage)), given_(c), bf16_storage_(bf16_storage) {}
+  const Config& config() const override { return given_; }
+
+ protected:
+  const char* engine_name() const override {
+    return bf16_storage_ ? "control:core_bf16_engine" : "control:core_f32_engine";
+  }
+
+ private:
+  static Config stored_as(Config c, bool bf16_storage) {
+    for (KvFormat* f : {&c.k_format, &c.v_format}) {
+      if (bf16_storage && f->dtype == DType::f32) f->dtype = DType::bf16;
+    }
+    return c;
+  }
+  Config given_;
+  bool bf16_storage_;
+};
+
+// The core controls' factories: core_capabilities({f32}); or bf16 only, head dims {64, 128}, K and V
+// stored as bf16 (so it also runs f32-storage cases, capabilities.hpp).
+EngineFactory core_factory(bool bf16_storage) {
+  Capabilities caps = core_capabilities({bf16_storage ? DType::bf16 : DType::f32});
+  if (bf16_storage) {
+    caps.head_dims = {64, 128};
+    caps.k_storage = caps.v_storage = Precision::bf16;
+  }
+  return EngineFactory{bf16_storage ? "core_bf16_engine" : "core_f32_engine", caps,
+                       [bf16_storage](const Config& c) -> std::unique_ptr<Engine> {
+                         return std::make_unique<CoreEngine>(c, bf16_storage);
+                       }};
+}
+
 template <typename T, typename... Extra>
 EngineFactory factory(const std::string& name, Extra... extra) {
   return EngineFactory{name, ReferenceEngine::capabilities(), [=](const Config& c) -> std::unique_ptr<Engine> {
@@ -385,6 +428,10 @@ const std::vector<MutantInfo>& all_mutants() {
        factory<WithNumerics<ReferenceEngine>>("q8_0dot_engine", Numerics::q8_0_dot, "control:q8_0dot_engine"), true},
       {"f32angles_engine", "an engine computing RoPE angles in f32, declaring f32-rope-angles (correct: must pass)",
        factory<WithNumerics<ReferenceEngine>>("f32angles_engine", Numerics::f32_rope_angles, "control:f32angles_engine"), true},
+      {"core_f32_engine", "the reference declaring only spec 1 core with f32 K/V (correct: must pass)",
+       core_factory(false), true},
+      {"core_bf16_engine", "a bf16 kernel-library-like engine: spec 1 core, bf16 K/V storage, head dims 64 and 128 "
+       "(correct: must pass)", core_factory(true), true},
   };
   return mutants;
 }

@@ -9,6 +9,7 @@
 #include <rapidcheck.h>
 
 #include "ringkv/quant.hpp"
+#include "support/capabilities.hpp"
 #include "support/oracle.hpp"
 #include "support/rng.hpp"
 #include "support/runner.hpp"
@@ -65,9 +66,16 @@ RunOptions property_run(RunOptions o = {}) {
   return o;
 }
 
-// Runs both cases and compares their selected outputs (bitwise for deterministic engines).
+// A variant a property derives (another batch, start position, window, layer or format) that lies
+// outside the engine's declared capabilities cannot be put to it: the property says nothing on this
+// case, and must never fail an engine for what it declared it does not do.
+bool expressible(const EngineFactory& f, const Case& c) { return capability_gap(f.capabilities, c).empty(); }
+
+// Runs both cases and compares their selected outputs (bitwise for deterministic engines); "" when
+// either lies outside the engine's capabilities.
 std::string run_and_compare(const EngineFactory& f, const Case& a, const Case& b, const RunOptions& ob,
                             CompareOptions cmp, bool oracle_on_both) {
+  if (!expressible(f, a) || !expressible(f, b)) return "";
   const RunResult ra = run_case(f, a, property_run());
   if (!ra.ok()) return "run A (the case as generated): " + ra.failure;
   RunOptions obb = property_run(ob);
@@ -122,6 +130,7 @@ void prop_constant_memory(const EngineFactory& f, const Case& c) {
   const int64_t total = 100 * W + S;
   cfg.max_tokens = total;
   cfg.start_positions = {std::min(cfg.start_positions[0], kMaxPosition - total)};
+  if (!capability_gap(f.capabilities, cfg).empty()) return;  // 100 W tokens are more than it takes
   std::unique_ptr<Engine> e;
   try {
     e = f.create(cfg);
@@ -179,7 +188,8 @@ void prop_batch_isolation(const EngineFactory& f, const Case& c) {
   Case a = c;
   if (a.config.batch == 1) {  // give sequence 0 a neighbour that runs alongside it
     a.config.batch = 2;
-    a.config.start_positions.push_back(std::min<int64_t>(7, kMaxPosition - a.config.max_tokens));
+    const int64_t p0 = f.capabilities.settable_p0 ? 7 : 0;
+    a.config.start_positions.push_back(std::min<int64_t>(p0, kMaxPosition - a.config.max_tokens));
     for (StepPlan& st : a.steps) st.tokens.push_back(st.tokens[0]);
     for (StepPlan& st : a.steps) {
       for (const ResetPlan& r : std::vector<ResetPlan>(st.resets)) {
@@ -242,7 +252,7 @@ void prop_reset_is_fresh(const EngineFactory& f, const Case& c) {
     fresh.steps.push_back(StepPlan{{}, {st.tokens[0]}});
   }
   const int64_t m = fresh.config.max_tokens;  // the previous occupant fills the whole ring and more
-  const int kind = static_cast<int>(c.seed % 3);
+  const int kind = f.capabilities.settable_p0 ? static_cast<int>(c.seed % 3) : 0;  // else p0 stays 0
   int64_t p0 = start_position(c.config, 0);
   const int64_t hi = kMaxPosition - fresh.config.max_tokens;
   int64_t prev = p0;
@@ -277,7 +287,7 @@ void prop_rope_relativity(const EngineFactory& f, const Case& c) {
   Case a = c;
   a.config.k_format = KvFormat{};
   a.config.v_format = KvFormat{};
-  const int64_t hi = kMaxPosition - a.config.max_tokens;
+  const int64_t hi = std::min(kMaxPosition, f.capabilities.max_position + 1) - a.config.max_tokens;
   int64_t lo_p = hi, hi_p = 0;
   const auto note = [&](int64_t p) { lo_p = std::min(lo_p, p), hi_p = std::max(hi_p, p); };
   for (int s = 0; s < a.config.batch; ++s) note(start_position(a.config, s));
@@ -304,15 +314,19 @@ void prop_boundary_identities(const EngineFactory& f, const Case& c0) {
     Case one = c;
     for (LayerConfig& l : one.config.layers) l.window = 1, l.sinks = 0;
     one.config.sink_logits.clear();
-    const RunResult r = run_case(f, one, property_run());  // within the bound of the oracle, whose output is v itself
+    const bool can = expressible(f, one);  // not for an engine whose smallest window is above 1
+    const RunResult r = can ? run_case(f, one, property_run()) : RunResult{};  // the oracle's output is v itself
     why = r.failure;
     // With a single visible key, P = 1 exactly: an engine that keeps P, the P·V sum and the output
     // in f32 or wider returns the stored v bit for bit.
     const auto wide = [](Precision p) { return p == Precision::f32 || p == Precision::f64; };
+    // And it stores V as the config says: an engine declaring a coarser V storage (bf16 for an f32
+    // config) returns its own stored v, the spec's rounded, which the bound above already judged.
+    const std::optional<Precision>& vs = r.info.precision.v_storage;
     const bool exact = wide(r.info.precision.p_before_pv) && wide(r.info.precision.pv_accumulator) &&
-                       wide(r.info.precision.output);
+                       wide(r.info.precision.output) && (!vs || *vs == precision_of(one.config.v_format.dtype));
     for (const auto& [key, rec] : r.tokens) {
-      if (!why.empty() || !exact) break;
+      if (!why.empty() || !exact || !can) break;
       for (size_t i = 0; i < rec.got.size(); ++i) {
         if (static_cast<double>(rec.got[i]) != rec.expected[i]) {
           why = "W = 1, S = 0: stream " + std::to_string(key.stream) + " token " + std::to_string(key.index) +
@@ -376,13 +390,18 @@ void prop_int8_storage(const EngineFactory& f, const Case& c) {
   // Sequence 0 of the case, with INT8 K and V and no RoPE (so the stored K is quant(k) and x is known).
   Case m = c;
   Config& cfg = m.config;
-  const Int8Scheme schemes[] = {Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
-  Int8Scheme scheme = schemes[c.seed % 3];
-  if (scheme == Int8Scheme::q8_0 && cfg.head_dim % 32 != 0) scheme = Int8Scheme::per_head;
+  // A scheme and rounding the engine declares (q8_0 only where D is a multiple of 32).
+  std::vector<Int8Scheme> schemes;
+  for (Int8Scheme sc : f.capabilities.int8_schemes) {
+    if (sc != Int8Scheme::q8_0 || cfg.head_dim % 32 == 0) schemes.push_back(sc);
+  }
+  const std::vector<Rounding>& roundings = f.capabilities.int8_roundings;
+  if (schemes.empty() || roundings.empty()) return;  // no INT8 to check
+  const Int8Scheme scheme = schemes[c.seed % schemes.size()];
   KvFormat fmt;
   fmt.dtype = DType::int8;
   fmt.int8_scheme = scheme;
-  fmt.rounding = (c.seed / 3) % 2 ? Rounding::half_away : Rounding::nearest_even;
+  fmt.rounding = roundings[(c.seed / 3) % roundings.size()];
   fmt.scale = 0.01f;  // static_tensor: |x| beyond 1.27 clips
   cfg.k_format = cfg.v_format = fmt;
   for (LayerConfig& l : cfg.layers) l.rope.style = RopeStyle::none;
@@ -399,6 +418,8 @@ void prop_int8_storage(const EngineFactory& f, const Case& c) {
   }
   m.zero_rows_every = 5;  // every fifth token: all-zero K and V rows
   m.data = DataMode::random;
+  // An engine without this INT8 scheme and rounding (or without rope-none layers) is not asked.
+  if (!expressible(f, m)) return;
   const int D = cfg.head_dim, H = cfg.num_kv_heads;
   const int G = int8_group_size(scheme, D), spr = scales_per_row(fmt, D);
   const auto L = static_cast<int>(cfg.layers.size());
@@ -559,7 +580,7 @@ void prop_layer_independence(const EngineFactory& f, const Case& c) {
   freeze_needles(a);
   if (a.config.layers.size() == 1) {  // add a second layer with its own window
     LayerConfig extra = a.config.layers[0];
-    extra.window = std::max<int64_t>(1, extra.window / 2 + 1);
+    if (f.capabilities.max_sliding_windows > 1) extra.window = std::max<int64_t>(1, extra.window / 2 + 1);
     a.config.layers.push_back(extra);
     a.needle_windows.push_back(extra.window);
     a.needle_sinks.push_back(extra.sinks);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "support/capabilities.hpp"
 #include "support/rng.hpp"
 
 namespace ringkv::conformance {
@@ -52,8 +53,21 @@ int64_t gen_chunk(int64_t W, int64_t remaining) {
   return std::clamp<int64_t>(n, 1, remaining);
 }
 
+// The dtype to fall back on: f32 where the engine runs it (as a dtype, or as a fixed declared storage
+// that rounds what it is given), else its first declared one.
+DType plain_dtype(const Capabilities& caps, bool is_k) {
+  const auto& allowed = is_k ? caps.k_dtypes : caps.v_dtypes;
+  const auto& fixed = is_k ? caps.k_storage : caps.v_storage;
+  if (has(allowed, DType::f32) || fixed_storage_runs_f32(fixed) || allowed.empty()) return DType::f32;
+  for (DType d : allowed) {
+    if (d != DType::int8) return d;
+  }
+  return DType::f32;
+}
+
 KvFormat gen_format(const Capabilities& caps, int D, bool quantised, bool is_k) {
   KvFormat f;
+  f.dtype = plain_dtype(caps, is_k);
   const auto& allowed = is_k ? caps.k_dtypes : caps.v_dtypes;
   if (!quantised) return f;
   const int which = choice(12);
@@ -63,7 +77,7 @@ KvFormat gen_format(const Capabilities& caps, int D, bool quantised, bool is_k) 
   if (which == 8) d = DType::fp8_e4m3;
   if (which == 9) d = DType::fp8_e5m2;
   if (which >= 10) d = DType::int8;
-  if (!has(allowed, d)) d = DType::f32;
+  if (!has(allowed, d)) d = plain_dtype(caps, is_k);
   f.dtype = d;
   if (d == DType::fp8_e4m3 || d == DType::fp8_e5m2) f.scale = pick({1.0f, 0.25f, 2.0f});
   if (d == DType::int8) {
@@ -71,12 +85,12 @@ KvFormat gen_format(const Capabilities& caps, int D, bool quantised, bool is_k) 
     for (Int8Scheme s : caps.int8_schemes) {
       if (s != Int8Scheme::q8_0 || D % 32 == 0) schemes.push_back(s);
     }
-    if (schemes.empty()) {
-      f.dtype = DType::f32;
+    if (schemes.empty() || caps.int8_roundings.empty()) {
+      f.dtype = plain_dtype(caps, is_k);
       return f;
     }
     f.int8_scheme = pick_of(schemes);
-    f.rounding = pick({Rounding::nearest_even, Rounding::half_away});
+    f.rounding = pick_of(caps.int8_roundings);
     if (f.int8_scheme == Int8Scheme::static_tensor) f.scale = pick({0.02f, 0.005f, 0.05f});
   }
   return f;
@@ -85,13 +99,13 @@ KvFormat gen_format(const Capabilities& caps, int D, bool quantised, bool is_k) 
 RopeConfig gen_rope(const Capabilities& caps, int D) {
   RopeConfig r;
   r.style = pick_of(caps.rope_styles);
-  if (r.style == RopeStyle::none || D < 2) {
+  if (r.style == RopeStyle::none || D < 2 || (D % 2 != 0 && !caps.partial_rotary)) {  // odd D: rotary_dim D - 1
     r.style = RopeStyle::none;
     return r;
   }
   r.theta = pick({10000.0, 1000000.0, 500.0});
   const int kind = choice(4);
-  if (kind == 3 && D >= 4) {
+  if (kind == 3 && D >= 4 && caps.partial_rotary) {
     r.rotary_dim = std::max(2, (D / 2) & ~1);  // partial rotary
   } else {
     r.rotary_dim = (D % 2 == 0) ? 0 : D - 1;
@@ -115,12 +129,14 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
     Case c;
     Config& cfg = c.config;
     // ---- shape ----
-    const int64_t wmax = std::min(opt.max_window, caps.max_window);
+    // W in [min_window, max_window]; above opt.max_window only when the engine takes no smaller W.
+    const int64_t wmin = std::max<int64_t>(1, caps.min_window);
+    const int64_t wmax = std::max(wmin, std::min(opt.max_window, caps.max_window));
     int64_t W;
     if (choice(3) == 0) {
-      W = *rc::gen::inRange<int64_t>(1, wmax + 1);
+      W = *rc::gen::inRange<int64_t>(wmin, wmax + 1);
     } else {
-      W = std::min(wmax, pick<int64_t>({1, 2, 3, 4, 5, 8, 16, 7, 31, 32, 33, 64}));
+      W = std::clamp(pick<int64_t>({1, 2, 3, 4, 5, 8, 16, 7, 31, 32, 33, 64}), wmin, wmax);
     }
     const int64_t S = (opt.sinks && caps.sinks) ? pick<int64_t>({0, 0, 1, 4}) : 0;
     std::vector<int> dims = caps.head_dims;
@@ -130,12 +146,12 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
     const int ratio = pick({1, 2, 4, 8});
     cfg.num_kv_heads = D >= 128 ? 1 : pick({1, 2});
     cfg.num_q_heads = cfg.num_kv_heads * (D >= 128 ? std::min(ratio, 4) : ratio);
-    cfg.batch = *rc::gen::inRange(1, opt.max_batch + 1);
-    const int L = (opt.max_layers > 1 && caps.multi_layer && rare(5))
-                      ? *rc::gen::inRange(2, opt.max_layers + 1)
-                      : 1;
+    cfg.batch = *rc::gen::inRange(1, std::max(1, std::min(opt.max_batch, caps.max_batch)) + 1);
+    const int max_layers = std::min(opt.max_layers, caps.max_layers);
+    const int L = (max_layers > 1 && rare(5)) ? *rc::gen::inRange(2, max_layers + 1) : 1;
     // ---- schedule sizes: up to 4W + S tokens per stream ----
-    const int64_t cap_tokens = std::min<int64_t>(4 * W + S, caps.max_tokens);
+    // (and positions 0 .. max_tokens - 1 within max_position)
+    const int64_t cap_tokens = std::min<int64_t>({4 * W + S, caps.max_tokens, caps.max_position + 1});
     // Stream length: biased to the boundaries (the ring just full, one past it, two windows, the cap).
     int64_t longest = 1;
     switch (choice(5)) {
@@ -152,7 +168,7 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
     };
     while (work(longest) > opt.work_budget && cfg.batch > 1) --cfg.batch;
     while (work(longest) > opt.work_budget && longest > 1) longest = longest * 3 / 4;
-    cfg.max_tokens = longest + pick<int64_t>({0, 0, 1, 100});
+    cfg.max_tokens = std::min({caps.max_tokens, caps.max_position + 1, longest + pick<int64_t>({0, 0, 1, 100})});
 
     // ---- layers ----
     for (int l = 0; l < L; ++l) {
@@ -162,15 +178,31 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
       if (l > 0) {
         const int kind = choice(3);
         if (kind == 0) layer.window = cfg.max_tokens + pick<int64_t>({0, 5});  // a global layer
-        if (kind == 1) layer.window = *rc::gen::inRange<int64_t>(1, wmax + 1);
+        if (kind == 1 && caps.max_sliding_windows > 1) layer.window = *rc::gen::inRange<int64_t>(wmin, wmax + 1);
         layer.sinks = pick<int64_t>({0, S});
       }
-      layer.rope = gen_rope(caps, D);
+      layer.rope = (l > 0 && !caps.per_layer_rope) ? cfg.layers[0].rope : gen_rope(caps, D);
       cfg.layers.push_back(layer);
+    }
+    // At most max_sliding_windows distinct sliding W: a layer that would add one more takes layer 0's.
+    std::vector<int64_t> sliding;
+    for (LayerConfig& layer : cfg.layers) {
+      if (!is_sliding(layer, cfg)) continue;
+      if (!has(sliding, layer.window) && static_cast<int64_t>(sliding.size()) >= caps.max_sliding_windows) layer.window = W;
+      if (is_sliding(layer, cfg) && !has(sliding, layer.window)) sliding.push_back(layer.window);
     }
     // ---- formats, scale, softcap, sink logits ----
     cfg.k_format = gen_format(caps, D, opt.quantised, true);
     cfg.v_format = gen_format(caps, D, opt.quantised, false);
+    if (!caps.kv_formats_differ && !(cfg.k_format == cfg.v_format)) {  // one format for both
+      if (has(caps.v_dtypes, cfg.k_format.dtype)) {
+        cfg.v_format = cfg.k_format;
+      } else if (has(caps.k_dtypes, cfg.v_format.dtype)) {
+        cfg.k_format = cfg.v_format;
+      } else {
+        cfg.k_format = cfg.v_format = KvFormat{};
+      }
+    }
     if (rare(7)) cfg.softmax_scale = pick({0.05, 0.3, 1.0});
     if (opt.softcap && caps.softcap && rare(7)) cfg.softcap = pick({5.0, 20.0, 50.0});
     c.seed = *rc::gen::resize(100, rc::gen::inRange<uint64_t>(0, uint64_t{1} << 40));
@@ -182,14 +214,15 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
       }
     }
     // ---- positions ----
-    const int64_t p_hi = kMaxPosition - cfg.max_tokens;
+    const int64_t p_hi = std::max<int64_t>(0, std::min(kMaxPosition, caps.max_position + 1) - cfg.max_tokens);
     const auto gen_p0 = [&]() -> int64_t {
+      if (!caps.settable_p0) return 0;
       switch (choice(6)) {
         case 0: case 1: return 0;
-        case 2: return *rc::gen::inRange<int64_t>(0, 100);
-        case 3: return (int64_t{1} << 20) - *rc::gen::inRange<int64_t>(0, 8);
-        case 4: return (int64_t{1} << 24) + *rc::gen::inRange<int64_t>(0, 8);
-        default: return p_hi - *rc::gen::inRange<int64_t>(0, 4);
+        case 2: return std::min(p_hi, *rc::gen::inRange<int64_t>(0, 100));
+        case 3: return std::min(p_hi, (int64_t{1} << 20) - *rc::gen::inRange<int64_t>(0, 8));
+        case 4: return std::min(p_hi, (int64_t{1} << 24) + *rc::gen::inRange<int64_t>(0, 8));
+        default: return std::max<int64_t>(0, p_hi - *rc::gen::inRange<int64_t>(0, 4));
       }
     };
     cfg.start_positions.resize(static_cast<size_t>(cfg.batch));
@@ -211,7 +244,9 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
           const int64_t prev = plans[static_cast<size_t>(s)][0].p0;
           const int kind = choice(3);
           // Same p0, or past every old position (stale slots would then look visible), or a new one.
-          ep.p0 = kind == 0 ? prev : kind == 1 ? std::min(p_hi, prev + cfg.max_tokens + *rc::gen::inRange<int64_t>(0, 50)) : gen_p0();
+          ep.p0 = kind == 0 || !caps.settable_p0 ? prev
+                  : kind == 1 ? std::min(p_hi, prev + cfg.max_tokens + *rc::gen::inRange<int64_t>(0, 50))
+                              : gen_p0();
           ep.stream = next_stream++;
         }
         for (int64_t left = total; left > 0;) {

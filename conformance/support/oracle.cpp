@@ -98,12 +98,14 @@ std::vector<OracleOutput> Oracle::append(int sequence, int64_t n, const float* q
         r->codes.resize(kv);
       }
       tok.k.scales.resize(static_cast<size_t>(Hkv * k_spr));
+      tok.k_rot.resize(kv);
       tok.v.scales.resize(static_cast<size_t>(Hkv * v_spr));
       for (int h = 0; h < Hkv; ++h) {
         const size_t off = static_cast<size_t>(h) * static_cast<size_t>(D);
         // K: rotate in f64, round once to f32, then store as the spec says.
         oracle_rope(rope, D, tok.position, kl + static_cast<size_t>(t) * kv + off, rot.data());
         for (int d = 0; d < D; ++d) rot32[static_cast<size_t>(d)] = static_cast<float>(rot[static_cast<size_t>(d)]);
+        std::copy(rot32.begin(), rot32.end(), tok.k_rot.begin() + static_cast<std::ptrdiff_t>(off));
         oracle_store(config_.k_format, D, rot32.data(), tok.k.value.data() + off, tok.k.tie.data() + off,
                      tok.k.codes.data() + off, tok.k.scales.data() + h * k_spr);
         oracle_store(config_.v_format, D, vl + static_cast<size_t>(t) * kv + off, tok.v.value.data() + off,

@@ -25,6 +25,7 @@ struct StoredRow {
 struct OracleToken {
   int64_t position = 0;
   StoredRow k, v;
+  std::vector<float> k_rot;  ///< [Hkv][D] K rotated (spec §8, rounded once to f32), before storage
 };
 
 /// Expected output of one (layer, token, q head) and the inputs of its bound.

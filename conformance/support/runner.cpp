@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "ringkv/quant.hpp"
 #include "ringkv/ring.hpp"
 #include "support/oracle.hpp"
+#include "support/rotation_bound.hpp"
 #include "support/tolerance.hpp"
 
 namespace ringkv::conformance {
@@ -27,11 +29,34 @@ bool same_bits(float a, float b) {
   return x == y;
 }
 
-// Compares one snapshot with the spec ring built from the oracle's history. `exact_k` false: K values
-// are not compared (an engine declaring RoPE angles coarser than f64 cannot store spec §8's bits;
-// the bound's RoPE term covers its rotation), positions and V still are.
+// How one stored element may differ from the spec's where the engine declares numerics that change its
+// bits: angles coarser than f64 (only K of a RoPE layer) or a fixed storage coarser than the config's
+// dtype (profile k_storage/v_storage; capabilities.hpp). The engine stores storage(x') with x' within
+// `slack` (rotation_bound.hpp) of spec §8's x, the spec stores storage(x), so
+//   |got - want| <= slack + err(got) + err(want),
+// err a rounding error of the format each was stored in: rel·|value| + its smallest step for floats,
+// half the row's (group's) scale for INT8 (clamping cannot add: it moves nothing further apart).
+struct Relaxed {
+  bool on = false;                  // else: exact (spec §11.1)
+  double u_angle = 0;               // > 0: the K rotation may stray by rotation_slack
+  std::optional<Precision> stored;  // the engine's declared storage, where it differs from the config's
+};
+
+double rounding_error(Precision p, double value) {
+  switch (p) {
+    case Precision::f32: return 0x1p-24 * std::fabs(value) + 0x1p-149;
+    case Precision::f16: return 0x1p-11 * std::fabs(value) + 0x1p-25;
+    case Precision::bf16: return 0x1p-8 * std::fabs(value) + 0x1p-134;
+    case Precision::fp8_e4m3: return 0x1p-4 * std::fabs(value) + 0x1p-10;
+    case Precision::fp8_e5m2: return 0x1p-3 * std::fabs(value) + 0x1p-17;
+    default: return 0;  // f64, tf32 are not storage formats; INT8 uses its scale
+  }
+}
+
+// Compares one snapshot with the spec ring built from the oracle's history: positions exactly, V and
+// K exactly (spec §11.1), or, where `relax_k`/`relax_v` say the engine declared so, within Relaxed's bound.
 std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSnapshot& snap, const Oracle& oracle,
-                           bool exact_k) {
+                           const Relaxed& relax_k, const Relaxed& relax_v) {
   const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
   const RingGeometry geo{L.sinks, L.window, ring_capacity(L, cfg.max_tokens)};
   const std::string where = "layer " + std::to_string(layer) + ", sequence " + std::to_string(seq) + ": ";
@@ -52,12 +77,21 @@ std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSna
     }
     if (j < 0) continue;
     const OracleToken& tok = hist[static_cast<size_t>(j)];
-    for (int pass = exact_k ? 0 : 1; pass < 2; ++pass) {
+    for (int pass = 0; pass < 2; ++pass) {
       const StoredRow& row = pass == 0 ? tok.k : tok.v;
       const std::vector<float>& got = pass == 0 ? snap.k : snap.v;
       const std::vector<int8_t>& codes = pass == 0 ? snap.k_codes : snap.v_codes;
+      const std::vector<float>& got_scales = pass == 0 ? snap.k_scales : snap.v_scales;
       const KvFormat& fmt_ = pass == 0 ? cfg.k_format : cfg.v_format;
+      const Relaxed& relax = pass == 0 ? relax_k : relax_v;
+      const int spr = scales_per_row(fmt_, D);
       for (int h = 0; h < H; ++h) {
+        std::vector<double> slack(static_cast<size_t>(D), 0.0);
+        if (relax.on && relax.u_angle > 0) {
+          // Pair norms from the f32 rotation before storage (a rotation keeps them; 2^-20: its rounding).
+          rotation_slack(L.rope, D, tok.position, relax.u_angle, tok.k_rot.data() + static_cast<size_t>(h * D), slack.data(),
+                         1 + 0x1p-20);
+        }
         for (int d = 0; d < D; ++d) {
           const size_t e = static_cast<size_t>(h * D + d);
           const size_t gi = slot * static_cast<size_t>(H * D) + e;
@@ -68,10 +102,30 @@ std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSna
             const int dc = int(codes[gi]) - int(row.codes[e]);
             ok = dc == 0 || (tie && (dc == 1 || dc == -1));
           }
+          double allowed = 0;
+          if (!ok && relax.on) {
+            if (fmt_.dtype == DType::int8) {
+              const auto step = [&](const float* scales) {
+                return fmt_.int8_scheme == Int8Scheme::static_tensor
+                           ? double(fmt_.scale)
+                           : double(scales[static_cast<size_t>(h * spr + d / int8_group_size(fmt_.int8_scheme, D))]);
+              };
+              const float* gs = got_scales.empty() ? nullptr : got_scales.data() + slot * static_cast<size_t>(H * spr);
+              const double sw = step(row.scales.data()), sg = gs ? step(gs) : sw;
+              allowed = slack[static_cast<size_t>(d)] + 0.5 * (sw + sg) * (1 + 0x1p-20);
+            } else {
+              const Precision stored = relax.stored.value_or(precision_of(fmt_.dtype));
+              allowed = slack[static_cast<size_t>(d)] + rounding_error(stored, g) + rounding_error(precision_of(fmt_.dtype), w);
+            }
+            ok = std::fabs(double(g) - double(w)) <= allowed;
+          }
           if (!ok) {
             return where + "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " +
                    (pass == 0 ? "K" : "V") + "[head " + std::to_string(h) + "][dim " + std::to_string(d) +
-                   "] stores " + fmt(g) + ", spec says " + fmt(w) + " (" + to_string(fmt_) + ")";
+                   "] stores " + fmt(g) + ", spec says " + fmt(w) + " (" + to_string(fmt_) + ")" +
+                   (relax.on ? ", allowed " + fmt(allowed) + " for the declared " +
+                                   (relax.u_angle > 0 ? std::string("rope_angle") : std::string("storage"))
+                             : std::string());
           }
         }
       }
@@ -215,9 +269,23 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
             result.failure = "engine has no snapshot()";
             break;
           }
-          const bool exact_k = cfg.layers[static_cast<size_t>(l)].rope.style == RopeStyle::none ||
-                               result.info.precision.rope_angle == Precision::f64;
-          const std::string why = check_snapshot(cfg, l, s, *snap, oracle, exact_k);
+          // What the engine's declaration lets differ from spec §11.1's exact storage: its K rotation
+          // (angles coarser than f64) and a fixed storage coarser than the config's dtype.
+          const PrecisionProfile& p = result.info.precision;
+          Relaxed rk, rv;
+          if (cfg.layers[static_cast<size_t>(l)].rope.style != RopeStyle::none && p.rope_angle != Precision::f64) {
+            rk.on = true;
+            rk.u_angle = unit_roundoff(p.rope_angle);
+          }
+          if (p.k_storage && *p.k_storage != precision_of(cfg.k_format.dtype) && cfg.k_format.dtype != DType::int8) {
+            rk.on = true;
+            rk.stored = p.k_storage;
+          }
+          if (p.v_storage && *p.v_storage != precision_of(cfg.v_format.dtype) && cfg.v_format.dtype != DType::int8) {
+            rv.on = true;
+            rv.stored = p.v_storage;
+          }
+          const std::string why = check_snapshot(cfg, l, s, *snap, oracle, rk, rv);
           if (!why.empty()) result.failure = "after step " + std::to_string(st) + ", " + why;
         }
       }

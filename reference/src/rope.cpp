@@ -33,9 +33,7 @@ void rope_rotate(const RopeConfig& rope, int head_dim, const double* c, const do
   const int R = rotary_dim(rope, head_dim);
   const int half = R / 2;
   for (int k = 0; k < half; ++k) {
-    // neox pairs (k, k + R/2); gptj pairs (2k, 2k + 1)
-    const int ia = rope.style == RopeStyle::gptj ? 2 * k : k;
-    const int ib = rope.style == RopeStyle::gptj ? 2 * k + 1 : k + half;
+    const auto [ia, ib] = rope_pair(rope.style, R, k);  // neox (k, k + R/2); gptj (2k, 2k + 1)
     const double a = in[ia];
     const double b = in[ib];
     out[ia] = static_cast<float>(a * c[k] - b * s[k]);

@@ -53,7 +53,7 @@ extern "C" {
 /* ------------------------------------------------------------------ versions */
 
 #define RINGKV_ABI_VERSION_MAJOR 1u
-#define RINGKV_ABI_VERSION_MINOR 1u
+#define RINGKV_ABI_VERSION_MINOR 2u
 /** (major << 16) | minor: the value a table's abi_version carries. */
 #define RINGKV_ABI_MAKE_VERSION(major, minor) RINGKV_ABI_U32((RINGKV_ABI_U32(major) << 16) | RINGKV_ABI_U32(minor))
 #define RINGKV_ABI_VERSION RINGKV_ABI_MAKE_VERSION(RINGKV_ABI_VERSION_MAJOR, RINGKV_ABI_VERSION_MINOR)
@@ -262,6 +262,19 @@ typedef struct ringkv_capabilities {
   char name[RINGKV_NAME_SIZE];  /**< NUL-terminated short name for reports, e.g. "myengine-0.3-f16" */
   /** ABI 1.1: split accumulators and q quantisation; all zero = profile 1 (see ringkv_precision_profile2). */
   ringkv_precision_profile2 precision2;
+  /* ABI 1.2: the rest of the "spec 1 core" level (docs/spec.md §0). ringkv reads these only from a
+     plugin whose ringkv_engine_api.abi_version has minor >= 2; an older plugin is taken to support
+     everything they describe, as ABI 1.1 assumed. A sliding layer is one with W < max_tokens. */
+  int32_t max_sliding_windows;  /**< most distinct W over the sliding layers of one config; 0 = any.
+                                     1: one sliding window besides full-attention layers (core) */
+  int32_t per_layer_rope;       /**< nonzero: layers may differ in RoPE (style, theta, rotary dim, scaling) */
+  int32_t partial_rotary;       /**< nonzero: rotary_dim < head_dim supported */
+  int32_t settable_p0;          /**< nonzero: start and reset positions other than 0 (core needs it) */
+  int64_t min_window;           /**< smallest W (spec convention) of a sliding layer; 0 = 1. An engine
+                                     whose left-window convention cannot say W = 1 declares 2 */
+  int64_t max_position;         /**< largest true position p0 + index; 0 = any (< 2^31) */
+  int32_t kv_formats_differ;    /**< nonzero: K and V may be in different formats (dtype, INT8 scheme,
+                                     rounding or scale); 0: always one format for both (core) */
 } ringkv_capabilities;
 
 /** Per-engine information (optional get_info). The host zeroes it and sets struct_size. */

@@ -50,17 +50,33 @@ struct CacheSnapshot {
   std::vector<float> k_scales, v_scales;   ///< [capacity][num_kv_heads][scales_per_row], int8 only
 };
 
-/// What configs an engine supports; generators stay inside it.
+/// What configs an engine supports; generators stay inside it, and a golden case outside it is
+/// "not judged" rather than failed (conformance/support/capabilities.hpp: capability_gap()). The
+/// defaults are everything spec 1 allows; conformance::core_capabilities() is "spec 1 core" (spec §0).
+/// A sliding layer is one with W < max_tokens; a layer with W >= max_tokens attends like full attention.
 struct Capabilities {
   std::vector<DType> k_dtypes{DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
   std::vector<DType> v_dtypes{DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
   std::vector<Int8Scheme> int8_schemes{Int8Scheme::per_head, Int8Scheme::q8_0, Int8Scheme::static_tensor};
+  std::vector<Rounding> int8_roundings{Rounding::nearest_even, Rounding::half_away};
   std::vector<RopeStyle> rope_styles{RopeStyle::none, RopeStyle::neox, RopeStyle::gptj};
   std::vector<RopeScaling> rope_scalings{RopeScaling::none, RopeScaling::linear, RopeScaling::ntk};
   std::vector<int> head_dims;  ///< empty: any in [1, 1024]
-  bool sinks = true, sink_logits = true, softcap = true, multi_layer = true, snapshot = true;
-  int64_t max_window = int64_t{1} << 30;
+  bool sinks = true, sink_logits = true, softcap = true, snapshot = true;
+  bool per_layer_rope = true;   ///< layers may differ in RoPE (style, theta, rotary dim, scaling)
+  bool partial_rotary = true;   ///< rotary_dim < head_dim
+  bool settable_p0 = true;      ///< start and reset positions other than 0
+  bool kv_formats_differ = true;  ///< K and V in different formats (dtype, scheme, rounding or scale)
+  int max_layers = 1024;
+  int max_batch = 1 << 20;
+  int max_sliding_windows = 1 << 20;  ///< most distinct W over the sliding layers of one config
+  int64_t min_window = 1;             ///< smallest W (spec convention) of a sliding layer
+  int64_t max_window = int64_t{1} << 30;  ///< largest W of a sliding layer
   int64_t max_tokens = int64_t{1} << 30;
+  int64_t max_position = (int64_t{1} << 31) - 1;  ///< largest true position p0 + index
+  /// Storage the engine uses whatever the config asks (its profile's k_storage/v_storage), if fixed.
+  /// Such an engine also runs f32-storage cases: the bound takes the declared storage (tolerances.md).
+  std::optional<Precision> k_storage, v_storage;
 };
 
 struct EngineInfo {

@@ -1,0 +1,124 @@
+// The golden set as "spec 1 core" plus features (issue 14): what each kind of engine is judged on.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "golden/coverage.hpp"
+#include "golden/golden.hpp"
+#include "support/capabilities.hpp"
+
+namespace ringkv::golden {
+namespace {
+
+const std::vector<GoldenSpec>& set() {
+  static const std::vector<GoldenSpec> s = golden_set();
+  return s;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+TEST(Coverage, EveryDerivedClassIsInTheCatalogue) {
+  for (const GoldenSpec& s : set()) {
+    for (const std::string& c : s.classes) EXPECT_NO_THROW(class_info(c)) << s.name << " carries unknown class " << c;
+  }
+}
+
+// A case is core exactly when the core capabilities run it: the class levels and capability_gap agree.
+TEST(Coverage, CoreCasesAreExactlyThoseTheCoreRuns) {
+  const Capabilities core = conformance::core_capabilities();
+  for (const GoldenSpec& s : set()) {
+    const bool runs = conformance::capability_gap(core, s.c).empty();
+    const bool is_core = std::string(case_level(s.classes)) == "core";
+    EXPECT_EQ(runs, is_core) << s.name << ": level " << case_level(s.classes) << ", core gap \""
+                             << conformance::capability_gap(core, s.c) << "\"";
+  }
+}
+
+// For each capability set of the matrix, every class that set can express is judged by >= 2 cases.
+TEST(Coverage, EachCapabilitySetIsJudgedOnEveryClassItCanExpress) {
+  for (const auto& [name, caps] : matrix_capability_sets()) {
+    const std::map<std::string, int> n = cases_per_class(caps, set());
+    for (const ClassInfo& c : class_catalogue()) {
+      if (!class_not_applicable(caps, c.name).empty()) continue;
+      EXPECT_GE(n.at(c.name), 2) << "capability set \"" << name << "\" can express " << c.name << " but runs "
+                                 << n.at(c.name) << " case(s) of it";
+    }
+  }
+}
+
+// Kernel libraries take only head dims 64/128 and f16/bf16: every structural class has a core case at
+// head dim 128 and one at 64, each with f16 or bf16 K/V.
+TEST(Coverage, EveryStructuralClassHasCoreCasesAtHeadDims64And128InHalfPrecision) {
+  for (const ClassInfo& c : class_catalogue()) {
+    if (!c.structural) continue;
+    int core = 0, d128 = 0, d64 = 0;
+    for (const GoldenSpec& s : set()) {
+      if (!has(s.classes, c.name) || std::string(case_level(s.classes)) != "core") continue;
+      ++core;
+      const DType k = s.c.config.k_format.dtype;
+      const bool half = k == DType::f16 || k == DType::bf16;
+      d128 += half && s.c.config.head_dim == 128;
+      d64 += half && s.c.config.head_dim == 64;
+    }
+    EXPECT_GE(core, 2) << c.name << ": core cases";
+    EXPECT_GE(d128, 1) << c.name << ": core cases at head dim 128 with f16/bf16 K/V";
+    EXPECT_GE(d64, 1) << c.name << ": core cases at head dim 64 with f16/bf16 K/V";
+  }
+}
+
+TEST(Coverage, ApplicabilityFollowsTheDeclaredCapabilities) {
+  Capabilities c = conformance::core_capabilities({DType::bf16});
+  c.max_batch = 1;
+  c.min_window = 2;
+  c.head_dims = {128};
+  EXPECT_EQ(class_not_applicable(c, "batch-mixed"), "max_batch 1");
+  EXPECT_EQ(class_not_applicable(c, "sit-out"), "max_batch 1");
+  EXPECT_EQ(class_not_applicable(c, "W=1"), "min_window > 1");
+  EXPECT_EQ(class_not_applicable(c, "head_dim-64"), "no head dim 64");
+  EXPECT_EQ(class_not_applicable(c, "kv-f16"), "no f16 K/V");
+  EXPECT_EQ(class_not_applicable(c, "sinks"), "no sink tokens");
+  EXPECT_EQ(class_not_applicable(c, "several-windows"), "max_sliding_windows 1");
+  EXPECT_EQ(class_not_applicable(c, "t=W+1"), "");
+  EXPECT_EQ(class_not_applicable(c, "kv-bf16"), "");
+  EXPECT_EQ(class_not_applicable(Capabilities{}, "k-v-dtypes-differ"), "");
+}
+
+TEST(Coverage, ClassesAreJudgedNotApplicableOrNotJudged) {
+  Capabilities c = conformance::core_capabilities();
+  c.max_batch = 1;
+  const std::vector<CaseCoverageInput> cases{{{"t=W+1", "gqa"}, true}, {{"t=W+1", "mqa"}, true}, {{"mha"}, false}};
+  for (const ClassCoverage& k : class_coverage(c, cases)) {
+    if (k.name == "t=W+1") {
+      EXPECT_EQ(k.status, Coverage::judged);
+      EXPECT_EQ(k.cases_judged, 2);
+    } else if (k.name == "gqa") {
+      EXPECT_EQ(k.cases_judged, 1);
+    } else if (k.name == "mha") {
+      EXPECT_EQ(k.status, Coverage::not_judged) << "a case that was not compared judges nothing";
+    } else if (k.name == "batch-mixed" || k.name == "sinks") {
+      EXPECT_EQ(k.status, Coverage::not_applicable) << k.name;
+      EXPECT_FALSE(k.why.empty());
+    } else if (k.name == "t=W") {
+      EXPECT_EQ(k.status, Coverage::not_judged);
+    }
+  }
+}
+
+// docs/golden-format.md shows the matrix this code computes, between its markers.
+TEST(Coverage, TheMatrixInGoldenFormatIsCurrent) {
+  std::ifstream in(std::string(RINGKV_SOURCE_DIR) + "/docs/golden-format.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- coverage matrix: generated by `ringkv golden matrix` -->\n", end = "<!-- end of matrix -->";
+  const size_t a = doc.find(begin), b = doc.find(end);
+  ASSERT_NE(a, std::string::npos) << "docs/golden-format.md lacks the matrix markers";
+  ASSERT_NE(b, std::string::npos);
+  EXPECT_EQ(doc.substr(a + begin.size(), b - a - begin.size()), coverage_matrix_markdown(set()))
+      << "regenerate it: ringkv golden matrix";
+}
+
+}  // namespace
+}  // namespace ringkv::golden
