@@ -16,6 +16,13 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   python3 python3-venv \
   clang-14 libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer
 
+# The real engines judged by engines/ (ONNX Runtime, JAX): a virtual environment at .venv with the
+# exact versions of engines/requirements.txt (PyPI). The `engines` ctests use it and fail, saying
+# to run this script, without it.
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -x "$ROOT/.venv/bin/python" ]; then python3 -m venv "$ROOT/.venv"; fi
+"$ROOT/.venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/engines/requirements.txt"
+
 # cuobjdump for the kernel resource test (cuda.kernel_resources): some CUDA toolkit installs lack
 # it; PyPI's pinned nvidia-cuda-cuobjdump reads nvcc 13 objects. Best effort: without it that
 # test is skipped with the reason, nothing else depends on it.

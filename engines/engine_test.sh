@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# ctest engines.<name>: a real engine through its adapter (engines/<name>/adapter.py), judged by
+# `ringkv check --outputs` (docs/engines.md).
+#  1. its window convention, found by running it (engines/<name>/convention_test.py);
+#  2. every committed golden case: the verdict per case must be engines/<name>/expected.json's;
+#  3. a random set (`ringkv golden generate --random N --seed S --capabilities`): every case passes
+#     or is unsupported / not applicable, except the known deviations expected.json lists for it;
+#  4. each planted bug (adapter.py --bug) on the cases BUG_CASES (names, `|`-separated): ringkv check
+#     fails it, on cases of the named boundary classes.
+# Without the virtual environment of scripts/install-deps.sh this test FAILS (it does not skip).
+# usage: engine_test.sh NAME SOURCE_DIR VENV_DIR RINGKV WORK_DIR RANDOM_N SEED BUG_CASES BUG=CLASS,CLASS...
+set -euo pipefail
+name=$1 src=$2 venv=$3 ringkv=$4 work=$5 random_n=$6 seed=$7 bug_cases=$8
+shift 8
+py="$venv/bin/python"
+if [ ! -x "$py" ] || ! "$py" -c "import onnxruntime, onnx, jax, numpy" 2>/dev/null; then
+  echo "FAILED: no virtual environment with the engines at $venv: run ./scripts/install-deps.sh (it creates" >&2
+  echo "        .venv with the pinned versions of engines/requirements.txt: python3 -m venv .venv &&" >&2
+  echo "        .venv/bin/pip install -r engines/requirements.txt)" >&2
+  exit 1
+fi
+adapter="$src/engines/$name/adapter.py"
+verdicts="$py $src/engines/common/verdicts.py"
+rm -rf "$work" && mkdir -p "$work"
+export RINGKV_JAX_CACHE="$work/../jax-compilation-cache"
+
+echo "== window convention"
+"$py" "$src/engines/$name/convention_test.py" | tail -1
+
+echo "== committed golden cases"
+"$py" "$adapter" "$src/golden" "$work/golden" --ringkv "$ringkv" 2> "$work/golden.adapter.log"
+set +e
+"$ringkv" check --quiet --golden "$src/golden" --outputs "$work/golden" --json "$work/golden.json" > "$work/golden.log" 2>&1
+set -e
+$verdicts compare "$work/golden.json" "$src/engines/$name/expected.json"
+
+echo "== random set: $random_n cases, seed $seed"
+"$ringkv" golden generate --random "$random_n" --seed "$seed" --capabilities "$work/golden/capabilities.json" \
+  --out "$work/random-golden" > /dev/null 2>&1
+"$py" "$adapter" "$work/random-golden" "$work/random" --ringkv "$ringkv" 2> "$work/random.adapter.log"
+set +e
+"$ringkv" check --quiet --golden "$work/random-golden" --outputs "$work/random" --require-classes 'a^' \
+  --json "$work/random.json" > "$work/random.log" 2>&1
+set -e
+$verdicts random "$work/random.json" "$src/engines/$name/expected.json" "$random_n" "$seed"
+
+for spec in "$@"; do
+  bug=${spec%%=*} classes=${spec#*=}
+  echo "== planted bug $bug"
+  "$py" "$adapter" "$src/golden" "$work/bug-$bug" --filter "^($bug_cases)\$" --bug "$bug" 2> "$work/bug-$bug.adapter.log"
+  set +e
+  "$ringkv" check --quiet --golden "$src/golden" --outputs "$work/bug-$bug" --filter "^($bug_cases) " \
+    --json "$work/bug-$bug.json" > "$work/bug-$bug.log" 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" -ne 1 ]; then
+    echo "FAILED: ringkv check did not fail $name with the planted bug $bug (exit $rc)" >&2
+    tail -5 "$work/bug-$bug.log" >&2
+    exit 1
+  fi
+  $verdicts bug "$work/bug-$bug.json" ${classes//,/ }
+done
+echo "$name: verdicts as expected, random set passes, planted bugs caught"
