@@ -235,12 +235,12 @@ std::string coverage_matrix_markdown(const std::vector<GoldenSpec>& set) {
     }
     os << "\n";
   }
-  int total[16] = {};
-  for (size_t i = 0; i < sets.size(); ++i) {
-    for (const GoldenSpec& s : set) total[i] += conformance::capability_gap(sets[i].second, s.c).empty() ? 1 : 0;
-  }
   os << "| cases run | |";
-  for (size_t i = 0; i < sets.size(); ++i) os << " " << total[i] << " |";
+  for (const auto& [name, caps] : sets) {
+    int total = 0;
+    for (const GoldenSpec& s : set) total += conformance::capability_gap(caps, s.c).empty() ? 1 : 0;
+    os << " " << total << " |";
+  }
   os << "\n";
   return os.str();
 }
