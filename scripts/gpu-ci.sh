@@ -17,16 +17,22 @@
 #   gpu-tests  ctest -L gpu (JUnit: $OUT/ctest-gpu.xml); a test that skips although a GPU is
 #              present fails the step
 #   check      ringkv check --engine cuda --engine cuda-cublas --properties (JUnit + JSON)
+#   bench      ringkv_cuda_bench --quick (text and JSON)
 #   memcheck   compute-sanitizer --tool memcheck on the benchmark's validation case
 #   racecheck  compute-sanitizer --tool racecheck on its decode-only validation case
-#   bench      ringkv_cuda_bench --quick (text and JSON)
+#   initcheck  compute-sanitizer --tool initcheck on the benchmark's validation case
+#   sanitize-tests  compute-sanitizer --tool memcheck on the GPU tests that drive every kernel
+#              through small cases (exact ring, guard bands, device entry, a few goldens)
 # A summary table (step, status, seconds) is printed last; the exit status is 1 if any step
 # failed, else 0. Steps that cannot run here (no tests built, no compute-sanitizer) are SKIP.
 #
 # Other knobs: RINGKV_GPU_BUILD_DIR (default build-gpu-ci), RINGKV_JOBS (default nproc),
 # RINGKV_CUDA_ARCHITECTURES (e.g. 90 to build only for an H100/H200: faster; the resource check
 # needs 90 in it), RINGKV_CHECK_CASES (cases per property for `ringkv check`, default 100),
-# RINGKV_BENCH_ARGS (default --quick).
+# RINGKV_BENCH_ARGS (default --quick), RINGKV_STEP_TIMEOUT (seconds each test, check, sanitizer
+# and benchmark command may run before it is killed and its step fails; default: no limit),
+# RINGKV_TIME_BUDGET (seconds for the whole run: a command is killed when it is spent, so the
+# summary still prints inside a lease; default: no limit).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,11 +45,40 @@ JOBS="${RINGKV_JOBS:-$(nproc 2>/dev/null || echo 4)}"
 ALLOW_NO_DEVICE="${RINGKV_GPU_CI_ALLOW_NO_DEVICE:-0}"
 CHECK_CASES="${RINGKV_CHECK_CASES:-100}"
 BENCH_ARGS="${RINGKV_BENCH_ARGS:---quick}"
+STEP_TIMEOUT="${RINGKV_STEP_TIMEOUT:-}"
+
+BUDGET="${RINGKV_TIME_BUDGET:-}"
+START_EPOCH=$(date +%s)
+
+# limit CMD...: runs CMD, killed after RINGKV_STEP_TIMEOUT seconds, or when the whole run's
+# RINGKV_TIME_BUDGET (seconds, leaving 20 for the summary) is spent, where those are set (exit 124).
+limit() {
+  local t="$STEP_TIMEOUT"
+  if [ -n "$BUDGET" ]; then
+    local left=$((BUDGET - ($(date +%s) - START_EPOCH) - 20))
+    [ "$left" -lt 1 ] && { NOTE="RINGKV_TIME_BUDGET=${BUDGET}s spent"; echo "$NOTE"; return 124; }
+    if [ -z "$t" ] || [ "$left" -lt "$t" ]; then t=$left; fi
+  fi
+  if [ -n "$t" ]; then
+    timeout -k 10 "$t" "$@"
+    local rc=$?
+    [ "$rc" = 124 ] && { NOTE="killed after ${t}s (RINGKV_STEP_TIMEOUT, RINGKV_TIME_BUDGET)"; echo "$NOTE"; }
+    return "$rc"
+  fi
+  "$@"
+}
 
 for d in /usr/local/cuda/bin /opt/cuda/bin "${CUDA_HOME:-/nonexistent}/bin" "${CUDA_PATH:-/nonexistent}/bin"; do
   [ -d "$d" ] && case ":$PATH:" in *":$d:"*) ;; *) PATH="$PATH:$d" ;; esac
 done
 export PATH
+# Prebuilt binaries link the CUDA runtime and cuBLAS dynamically: find them in the toolkit.
+if [ -n "$PREBUILT" ]; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+  done
+  export LD_LIBRARY_PATH
+fi
 
 STEP_NAMES=()
 STEP_STATUS=()
@@ -175,7 +210,7 @@ step_resources() {
 step_gpu_tests() {
   [ "$HAVE_DEVICE" = 1 ] || { no_device_skip; return 77; }
   if [ -n "$PREBUILT" ] && [ -n "$GPU_TESTS" ]; then
-    RINGKV_GOLDEN_DIR="$ROOT/golden" "$GPU_TESTS" --gtest_output="xml:$OUT_DIR/gtest-gpu.xml" 2>&1 |
+    RINGKV_GOLDEN_DIR="$ROOT/golden" limit "$GPU_TESTS" --gtest_output="xml:$OUT_DIR/gtest-gpu.xml" 2>&1 |
       tee "$OUT_DIR/gpu-tests.out"
     local rc=${PIPESTATUS[0]}
     if grep -q '^\[  SKIPPED \]' "$OUT_DIR/gpu-tests.out"; then
@@ -185,7 +220,7 @@ step_gpu_tests() {
     return "$rc"
   fi
   [ "$TESTS_BUILT" = 1 ] || { skip "test suite not built (its dependencies are missing)"; return 77; }
-  (cd "$BUILD_DIR" && ctest -L gpu --output-on-failure --timeout 1800 --output-junit "$OUT_DIR/ctest-gpu.xml") \
+  (cd "$BUILD_DIR" && ctest -L gpu --output-on-failure --timeout "${STEP_TIMEOUT:-1800}" --output-junit "$OUT_DIR/ctest-gpu.xml") \
     2>&1 | tee "$OUT_DIR/ctest-gpu.out"
   local rc=${PIPESTATUS[0]}
   # On a machine with a GPU no GPU test may skip: that would hide a broken driver or build.
@@ -199,7 +234,7 @@ step_gpu_tests() {
 step_check() {
   [ "$HAVE_DEVICE" = 1 ] || { no_device_skip; return 77; }
   [ -n "$CLI" ] || { skip "the ringkv CLI was not built (test suite dependencies missing)"; return 77; }
-  "$CLI" check --engine cuda --engine cuda-cublas --properties --cases "$CHECK_CASES" --golden "$ROOT/golden" \
+  limit "$CLI" check --engine cuda --engine cuda-cublas --properties --cases "$CHECK_CASES" --golden "$ROOT/golden" \
     --junit "$OUT_DIR/check.xml" --json "$OUT_DIR/check.json"
 }
 
@@ -209,29 +244,39 @@ sanitizer() {
   echo "$s"
 }
 
-step_memcheck() {
+# sanitize_bench TOOL ARGS...: compute-sanitizer --tool TOOL on the benchmark with ARGS.
+sanitize_bench() {
   [ "$HAVE_DEVICE" = 1 ] || { no_device_skip; return 77; }
   [ -n "$BENCH" ] || { NOTE="no benchmark binary"; return 1; }
-  local s
+  local s tool="$1"
+  shift
   s="$(sanitizer)"
   [ -n "$s" ] || { skip "compute-sanitizer not found"; return 77; }
-  "$s" --tool memcheck --error-exitcode 1 "$BENCH" --validate
+  limit "$s" --tool "$tool" --error-exitcode 1 "$BENCH" "$@"
 }
+step_memcheck() { sanitize_bench memcheck --validate; }
+step_racecheck() { sanitize_bench racecheck --validate --decode-only; }
+step_initcheck() { sanitize_bench initcheck --validate; }
 
-step_racecheck() {
+# memcheck over the GPU tests whose cases are small but reach every kernel: the exact-ring
+# comparison after every step (every storage format, INT8 scheme, sinks, chunks, resets), the
+# guard bands, the device entry with f16/bf16 inputs, and a few committed goldens on both paths.
+SANITIZE_TEST_FILTER="${RINGKV_SANITIZE_TEST_FILTER:-CudaExactRing.*:CudaGuardBands.*:CudaDeviceEntry.*:*CudaGolden*decode_w8_sinks2:*CudaGolden*chunk_2w_crosses_wrap:*CudaGolden*int8_q8_0}"
+step_sanitize_tests() {
   [ "$HAVE_DEVICE" = 1 ] || { no_device_skip; return 77; }
-  [ -n "$BENCH" ] || { NOTE="no benchmark binary"; return 1; }
+  [ -n "$GPU_TESTS" ] || { skip "the GPU tests were not built"; return 77; }
   local s
   s="$(sanitizer)"
   [ -n "$s" ] || { skip "compute-sanitizer not found"; return 77; }
-  "$s" --tool racecheck --error-exitcode 1 "$BENCH" --validate --decode-only
+  RINGKV_GOLDEN_DIR="$ROOT/golden" limit "$s" --tool memcheck --error-exitcode 1 \
+    "$GPU_TESTS" --gtest_filter="$SANITIZE_TEST_FILTER"
 }
 
 step_bench() {
   [ "$HAVE_DEVICE" = 1 ] || { no_device_skip; return 77; }
   [ -n "$BENCH" ] || { NOTE="no benchmark binary"; return 1; }
   # shellcheck disable=SC2086
-  "$BENCH" $BENCH_ARGS --json "$OUT_DIR/bench.json" | tee "$OUT_DIR/bench.txt"
+  limit "$BENCH" $BENCH_ARGS --json "$OUT_DIR/bench.json" | tee "$OUT_DIR/bench.txt"
   local rc=${PIPESTATUS[0]}
   if grep -q "skipped" "$OUT_DIR/bench.txt" && ! grep -q "^device:" "$OUT_DIR/bench.txt"; then
     NOTE="the benchmark skipped although a GPU is present"
@@ -247,9 +292,11 @@ run_step build step_build
 run_step resources step_resources
 run_step gpu-tests step_gpu_tests
 run_step check step_check
+run_step bench step_bench
 run_step memcheck step_memcheck
 run_step racecheck step_racecheck
-run_step bench step_bench
+run_step initcheck step_initcheck
+run_step sanitize-tests step_sanitize_tests
 
 failed=0
 {
