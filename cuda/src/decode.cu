@@ -1,16 +1,22 @@
-// ringkv cuda: the fused split-K flash-decoding kernel and the log-sum-exp merge
-// of its splits. They compute what PlanBackend::decode and PlanBackend::merge
+// ringkv cuda: the fused split-K flash-decoding kernels and the log-sum-exp merge
+// of their splits. They compute what PlanBackend::decode and PlanBackend::merge
 // compute (plan_backend.cpp), with the same __host__ __device__ functions in
 // the same order: tiles in slot order, per tile the scores (score_of), the tile
-// max, online_rescale, the weights online_weight, then P·V in slot order; the
-// merge with merge_start, merge_max over the splits, merge_rebase_sink and
-// merge_weight. What differs is only the mapping onto threads: a key's dot
-// product is summed in partial sums across the lanes of its group, and a
-// tile's weights are summed across the lanes of a warp.
+// max, online_rescale, the weights online_weight, then P·V; the merge with
+// merge_start, merge_max over the splits, merge_rebase_sink and merge_weight.
+// Two kernels serve a decode launch: the warp kernel (a split per warp) where
+// decode_warp_heads() says it applies, the block kernel (a split per block)
+// elsewhere. What differs from the plan is only the mapping onto threads and
+// the order of sums inside a tile: a key's dot product is summed in partial
+// sums across lanes (the warp kernel with fused multiply-adds), a tile's
+// weights are summed across lanes, and the warp kernel adds P·V per lane's keys
+// and then across its key groups.
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cstdint>
+
+#include <cuda_fp16.h>
 
 #include "kernels.cuh"
 #include "ringkv/cuda/ring.hpp"
@@ -40,7 +46,7 @@ __device__ __forceinline__ float decode_code(uint32_t code, float s) {
   if constexpr (DT == kF32) {
     return float_of(code);
   } else if constexpr (DT == kF16) {
-    return f16_value(static_cast<uint16_t>(code));
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(code)));  // exact, as f16_value
   } else if constexpr (DT == kBF16) {
     return bf16_value(static_cast<uint16_t>(code));
   } else if constexpr (DT == kFp8E4M3) {
@@ -351,6 +357,182 @@ __global__ void __launch_bounds__(kDecodeThreads, 3) decode_kernel(const DecodeP
   }
 }
 
+// ---------------------------------------------------------------- the warp decode kernel
+
+/// Loads the 8 elements of a row that lane chunk `cl` owns (16-byte or 8-byte aligned).
+template <int DT>
+__device__ __forceinline__ uint4 load_lane_row(const uint8_t* row, int cl) {
+  if constexpr (kBytes<DT> == 2) {
+    return __ldg(reinterpret_cast<const uint4*>(row) + cl);
+  } else {
+    const uint2 r = __ldg(reinterpret_cast<const uint2*>(row) + cl);
+    return make_uint4(r.x, r.y, 0u, 0u);
+  }
+}
+
+/// Decodes the 8 elements load_lane_row read, with the scale of their group.
+template <int DT>
+__device__ __forceinline__ void decode_lane_row(const uint4& raw, float scale, float (&out)[8]) {
+  float x[4];
+  decode_quad<DT>(raw, 0, scale, x);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[e] = x[e];
+  decode_quad<DT>(raw, 1, scale, x);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[4 + e] = x[e];
+}
+
+/// Grid: ceil(units / kDecodeWarpsPerBlock) blocks of kDecodeWarpsPerBlock warps; warp u serves
+/// unit u = (i, g, c, split), flattened with split fastest, as the block kernel's block u does:
+/// the NH query heads h0 .. h0 + NH of item i over split `split` of its visible slots, in tiles of
+/// T = 32 / NH keys in slot order, with online_rescale per tile and the split's partial results.
+/// A key row spans LPK = D / 8 lanes (each owns 8 elements); a warp-wide load covers KPL = 32 / LPK
+/// keys. Per tile each lane reads LOADS = T / KPL K rows and V rows (all loads issued before the
+/// first use), sums partial dot products with fused multiply-adds, and a reduce-scatter across
+/// the LPK lanes of a key leaves lane (grp, cl) with the dot of key (cl / NH)·KPL + grp, head
+/// cl % NH: each lane scores one (key, head) and computes one weight. Lanes of one head (lane % NH)
+/// reduce the tile max and the sum of weights by shuffles; each lane fetches the weights of its own
+/// keys and adds them, times its V elements, to its accumulators (NH heads × 8 elements). The KPL
+/// groups' accumulators are added at the end. No block barrier: warps are independent.
+template <int DT, int D, int NH>
+__global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32, kDecodeWarpsPerSm / kDecodeWarpsPerBlock)
+    decode_warp_kernel(const DecodeParams p) {
+  constexpr int E = 8, LPK = D / E, KPL = 32 / LPK, T = 32 / NH, LOADS = T / KPL, RB = D * kBytes<DT>;
+  static_assert(LOADS * NH == LPK && LOADS >= 1, "a tile gives every lane one (key, head)");
+  const LayerShape& s = p.shape;
+  const int Hq = s.num_q_heads, Hkv = s.num_kv_heads, G = Hq / Hkv;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  int64_t u = int64_t{blockIdx.x} * kDecodeWarpsPerBlock + (threadIdx.x >> 5);
+  if (u >= int64_t{p.num_items} * Hkv * p.head_chunks * p.plan.splits) return;  // the whole warp
+  const int split = static_cast<int>(u % p.plan.splits);
+  u /= p.plan.splits;
+  const int c = static_cast<int>(u % p.head_chunks);
+  u /= p.head_chunks;
+  const int g = static_cast<int>(u % Hkv);
+  const int i = static_cast<int>(u / Hkv);
+  const int h0 = g * G + c * NH;
+  const int seq = p.items[i].sequence;
+  const int64_t C = p.ring.capacity;
+  int64_t kb, ke;
+  split_range(p.plan, split, decode_range(p.items[i].first, C), &kb, &ke);
+  const int grp = lane / LPK, cl = lane % LPK;
+
+  float q[NH][E], acc[NH][E];
+#pragma unroll
+  for (int m = 0; m < NH; ++m) {
+    const float4* qp = reinterpret_cast<const float4*>(p.q_rot + (int64_t{i} * Hq + h0 + m) * D + cl * E);
+    const float4 a = qp[0], b = qp[1];
+    q[m][0] = a.x, q[m][1] = a.y, q[m][2] = a.z, q[m][3] = a.w;
+    q[m][4] = b.x, q[m][5] = b.y, q[m][6] = b.z, q[m][7] = b.w;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[m][e] = 0.0f;
+  }
+  OnlineSoftmax st = online_start();  // of head cl % NH (every lane of that head holds the same)
+  const int kspr = p.kf.scales_per_row, vspr = p.vf.scales_per_row;
+  const int kk_mine = (cl / NH) * KPL + grp;  // the key this lane scores, within the tile
+
+  // The K and V rows (and scales) of the tile at t0 this lane reads; rows past ke read as zero.
+  uint4 kraw[LOADS], vraw[LOADS];
+  float ks[LOADS], vs[LOADS];
+  const auto load_tile = [&](int64_t t0, uint4 (&kr)[LOADS], uint4 (&vr)[LOADS], float (&ksc)[LOADS],
+                             float (&vsc)[LOADS]) {
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) {
+      const int64_t slot = t0 + l * KPL + grp;
+      kr[l] = vr[l] = make_uint4(0u, 0u, 0u, 0u);
+      ksc[l] = vsc[l] = 0.0f;
+      if (slot < ke) {
+        const int64_t row = (int64_t{seq} * C + slot) * Hkv + g;
+        kr[l] = load_lane_row<DT>(p.ring.k + row * RB, cl);
+        vr[l] = load_lane_row<DT>(p.ring.v + row * RB, cl);
+        ksc[l] = element_scale<DT>(p.kf, kspr > 0 ? p.ring.k_scales + row * kspr : nullptr, cl * E);
+        vsc[l] = element_scale<DT>(p.vf, vspr > 0 ? p.ring.v_scales + row * vspr : nullptr, cl * E);
+      }
+    }
+  };
+  for (int64_t t0 = kb; t0 < ke; t0 += T) {
+    const int nt = ke - t0 < T ? static_cast<int>(ke - t0) : T;
+    load_tile(t0, kraw, vraw, ks, vs);  // every load of the tile in flight before the first use
+    // partial dot products: value l·NH + m is key l·KPL + grp against head m, over this lane's 8 elements
+    float part[LPK];
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) {
+      float k[E];
+      decode_lane_row<DT>(kraw[l], ks[l], k);
+#pragma unroll
+      for (int m = 0; m < NH; ++m) {
+        float d = mul_rn(q[m][0], k[0]);
+#pragma unroll
+        for (int e = 1; e < E; ++e) d = fma_rn(q[m][e], k[e], d);
+        part[l * NH + m] = d;
+      }
+    }
+    // reduce-scatter over the LPK lanes of a key row: lane cl ends with the sum of value cl
+#pragma unroll
+    for (int level = 1; level < LPK; level *= 2) {  // o = LPK/2, LPK/4, ..., 1 (a linear count, so it unrolls)
+      const int o = LPK / (2 * level);
+      const bool up = (cl & o) != 0;
+#pragma unroll
+      for (int x = 0; x < o; ++x) {
+        const float send = up ? part[x] : part[x + o];
+        const float keep = up ? part[x + o] : part[x];
+        part[x] = add_rn(keep, __shfl_xor_sync(kFullMask, send, o));
+      }
+    }
+    const float score = kk_mine < nt ? score_of(part[0], s.scale, s.capped, s.cap) : neg_inf_f32();
+    float tile_max = score;
+#pragma unroll
+    for (int o = NH; o < 32; o *= 2) tile_max = max_f32(tile_max, __shfl_xor_sync(kFullMask, tile_max, o));
+    const float alpha = online_rescale(st, tile_max);
+    const float w = kk_mine < nt ? online_weight(st, score) : 0.0f;
+    float lsum = w;
+#pragma unroll
+    for (int o = NH; o < 32; o *= 2) lsum = add_rn(lsum, __shfl_xor_sync(kFullMask, lsum, o));
+    st.l = add_rn(st.l, lsum);
+    // P·V over this lane's keys: the weight of key l·KPL + grp, head m sits on lane grp·LPK + l·NH + m
+#pragma unroll
+    for (int m = 0; m < NH; ++m) {
+      const float a = __shfl_sync(kFullMask, alpha, m);
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[m][e] = mul_rn(acc[m][e], a);
+    }
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) {
+      float v[E];
+      decode_lane_row<DT>(vraw[l], vs[l], v);
+#pragma unroll
+      for (int m = 0; m < NH; ++m) {
+        const float wl = __shfl_sync(kFullMask, w, grp * LPK + l * NH + m);
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[m][e] = fma_rn(wl, v[e], acc[m][e]);
+      }
+    }
+  }
+
+  // the KPL key groups' accumulators of the same elements, then the split's partial results
+#pragma unroll
+  for (int o = LPK; o < 32; o *= 2) {
+#pragma unroll
+    for (int m = 0; m < NH; ++m) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[m][e] = add_rn(acc[m][e], __shfl_xor_sync(kFullMask, acc[m][e], o));
+    }
+  }
+  if (grp == 0) {
+#pragma unroll
+    for (int m = 0; m < NH; ++m) {
+      float4* dst = reinterpret_cast<float4*>(p.partial_acc + ((int64_t{i} * Hq + h0 + m) * kMaxSplits + split) * D + cl * E);
+      dst[0] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+      dst[1] = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+    }
+    if (cl < NH) {  // lane cl holds the state of head cl
+      const int64_t slot = (int64_t{i} * Hq + h0 + cl) * kMaxSplits + split;
+      p.partial_ml[2 * slot] = st.m;
+      p.partial_ml[2 * slot + 1] = st.l;
+    }
+  }
+}
+
 // ---------------------------------------------------------------- merge
 
 /// Grid: items × Hq blocks, block (i, h) flattened with h fastest. Thread 0 runs the merge of
@@ -415,9 +597,49 @@ cudaError_t launch_decode_as(const DecodeParams& p, cudaStream_t stream, unsigne
 
 }  // namespace
 
+template <int DT, int D>
+cudaError_t launch_decode_warp_as(const DecodeParams& p, cudaStream_t stream, unsigned blocks) {
+  const unsigned threads = kDecodeWarpsPerBlock * 32;
+  if (p.warp_heads == 4) {
+    decode_warp_kernel<DT, D, 4><<<blocks, threads, 0, stream>>>(p);
+  } else {
+    decode_warp_kernel<DT, D, 2><<<blocks, threads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_decode_warp_d(const DecodeParams& p, cudaStream_t stream, unsigned blocks) {
+  switch (p.kf.dtype) {
+    case kF16: return launch_decode_warp_as<kF16, D>(p, stream, blocks);
+    case kBF16: return launch_decode_warp_as<kBF16, D>(p, stream, blocks);
+    case kFp8E4M3: return launch_decode_warp_as<kFp8E4M3, D>(p, stream, blocks);
+    case kFp8E5M2: return launch_decode_warp_as<kFp8E5M2, D>(p, stream, blocks);
+    default: return launch_decode_warp_as<kInt8, D>(p, stream, blocks);
+  }
+}
+
+/// The warp kernel's launch: the params must be what decode_warp_heads chose, and the rows and
+/// the query and partial buffers aligned for its 16-byte (8-byte) accesses.
+cudaError_t launch_decode_warp(const DecodeParams& p, cudaStream_t stream, int64_t units) {
+  const int D = p.shape.head_dim;
+  const int group = p.shape.num_q_heads / p.shape.num_kv_heads;
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (p.warp_heads != decode_warp_heads(group, D, p.kf, p.vf) || p.heads_per_block != p.warp_heads ||
+      p.tile != 32 / p.warp_heads || p.plan.splits > kMaxSplits || p.kf.bytes != dtype_bytes(p.kf.dtype) ||
+      !aligned(p.ring.k) || !aligned(p.ring.v) || !aligned(p.q_rot) || !aligned(p.partial_acc)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t blocks = (units + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock;
+  if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
+  const auto n = static_cast<unsigned>(blocks);
+  return D == 64 ? launch_decode_warp_d<64>(p, stream, n) : launch_decode_warp_d<128>(p, stream, n);
+}
+
 cudaError_t launch_decode(const DecodeParams& p, cudaStream_t stream) {
   const int64_t blocks = int64_t{p.num_items} * p.shape.num_kv_heads * p.head_chunks * p.plan.splits;
   if (blocks <= 0) return cudaSuccess;
+  if (p.warp_heads > 0) return launch_decode_warp(p, stream, blocks);
   const int D = p.shape.head_dim, T = p.tile, HB = p.heads_per_block;
   // The kernel's fixed-size arrays: one lane per key of a tile, ≤ 16 heads, ≤ 32 accumulators.
   if (T < 1 || T > kMaxTile || HB < 1 || HB > kMaxHeads || int64_t{HB} * D > int64_t{kMaxAcc} * kDecodeThreads ||

@@ -105,8 +105,9 @@ EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOpti
     host_items_.resize(sz(B) + 1);
     if (options_.path == DecodePath::fused) {
       int64_t most_tiles = 1;
+      const int warp_heads = decode_warp_heads(group_, D, kf_, vf_);
+      const int tile = warp_heads > 0 ? 32 / warp_heads : decode_tile(D);
       for (const LayerState& st : layers_) {
-        const int tile = decode_tile(D);
         most_tiles = std::max<int64_t>(most_tiles, (st.ring.capacity + tile - 1) / tile);
       }
       max_splits_ = static_cast<int>(std::clamp<int64_t>(most_tiles / 2, 1, kMaxSplits));
@@ -237,12 +238,18 @@ void EngineCore::run_decode(std::span<const SeqItem> items, int input_type) {
     d.vf = vf_;
     d.ring = st.ring;
     d.q_rot = q_rot_dec_;
-    d.heads_per_block = decode_heads_per_block(group_, D);
+    // The warp kernel where it applies (a split per warp, tiles of 32 / heads keys), else the block
+    // kernel (a split per block); the plan backend runs either from the same params.
+    d.warp_heads = decode_warp_heads(group_, D, kf_, vf_);
+    d.heads_per_block = d.warp_heads > 0 ? d.warp_heads : decode_heads_per_block(group_, D);
     d.head_chunks = (group_ + d.heads_per_block - 1) / d.heads_per_block;
-    d.tile = decode_tile(D);
+    d.tile = d.warp_heads > 0 ? 32 / d.warp_heads : decode_tile(D);
     int64_t longest = 1;
     for (const SeqItem& it : items) longest = std::max(longest, decode_range(it.first, st.ring.capacity));
-    d.plan = plan_splits(longest, int64_t{num} * Hkv * d.head_chunks, backend_->sm_count(), d.tile, max_splits_);
+    const int64_t units = int64_t{num} * Hkv * d.head_chunks;
+    d.plan = d.warp_heads > 0
+                 ? plan_splits(longest, units, backend_->sm_count() * kDecodeWarpsPerSm, d.tile, max_splits_, 2, 4)
+                 : plan_splits(longest, units, backend_->sm_count(), d.tile, max_splits_);
     d.partial_acc = partial_acc_;
     d.partial_ml = partial_ml_;
     backend_->decode(d);

@@ -3,9 +3,11 @@
 // arithmetic the kernels use: the same __host__ __device__ functions, the same
 // split planning, the same tile order over the visible slots, per-split online
 // softmax in f32 and the same log-sum-exp merge. What it does not reproduce is
-// only the mapping onto threads (the order of the per-key dot product and of
-// the in-tile sum of weights, which the kernels reduce across lanes), shared
-// memory and intrinsics. The cuda-plan engine is EngineCore on this backend.
+// only the mapping onto threads (the order of the per-key dot product, of the
+// in-tile sum of weights and of the in-tile P·V sum, which the kernels reduce
+// across lanes, the warp kernel with fused multiply-adds), shared memory and
+// intrinsics. The decode params say which kernel a launch models (warp_heads);
+// the plan executes both from their tile, heads per block and split plan. The cuda-plan engine is EngineCore on this backend.
 #include "ringkv/cuda/plan_backend.hpp"
 
 #include <algorithm>

@@ -52,6 +52,14 @@ RINGKV_HD float mul_rn(float a, float b) {
   return a * b;
 #endif
 }
+/// a·b + c rounded once (a fused multiply-add).
+RINGKV_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
 RINGKV_HD float div_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);

@@ -125,11 +125,30 @@ RINGKV_HD int decode_heads_per_block(int group, int head_dim) {
 constexpr int kMaxSplits = 64;
 /// Threads of a decode block.
 constexpr int kDecodeThreads = 128;
+/// Warps of a block of the warp decode kernel (one split per warp), and the warps per SM its
+/// split planning aims for (4 blocks of 4 warps at ≤ 128 registers).
+constexpr int kDecodeWarpsPerBlock = 4;
+constexpr int kDecodeWarpsPerSm = 16;
 
-/// One decode query per item (n = 1, its token already written). Grid:
-/// items × Hkv × head_chunks × plan.splits; block (i, g, c, s) serves query heads
+/// Query heads per warp of the warp decode kernel, or 0 where it does not apply and the block
+/// kernel serves the launch. It applies when K and V share a 16-bit or 8-bit dtype (f16, bf16,
+/// fp8, INT8 of any scheme: a lane's 8 elements never straddle a scale group), D is 64 or 128,
+/// and G is a multiple of 2: each lane then owns 8 elements of a row, a key row spans D / 8
+/// lanes, and a tile of 32 / heads keys gives every lane exactly one (key, head) score.
+RINGKV_HD int decode_warp_heads(int group, int head_dim, const FormatDesc& kf, const FormatDesc& vf) {
+  if (kf.dtype != vf.dtype || kf.bytes != vf.bytes || (kf.bytes != 1 && kf.bytes != 2)) return 0;
+  if (kf.dtype == kF32 || (head_dim != 64 && head_dim != 128)) return 0;
+  if (group % 4 == 0) return 4;
+  if (group % 2 == 0) return 2;
+  return 0;
+}
+
+/// One decode query per item (n = 1, its token already written). Work units:
+/// items × Hkv × head_chunks × plan.splits; unit (i, g, c, s) serves query heads
 /// g·G + c·heads_per_block .. + heads_per_block of item i over split s of its
-/// slots [0, decode_range(index, C)), tile by tile in slot order.
+/// slots [0, decode_range(index, C)), tile by tile in slot order. The block kernel
+/// runs a unit per block of kDecodeThreads; the warp kernel (warp_heads > 0) a unit
+/// per warp, kDecodeWarpsPerBlock units per block, with tile = 32 / warp_heads.
 struct DecodeParams {
   const SeqItem* items = nullptr;  ///< [num_items], n = 1 each
   int num_items = 0;
@@ -139,7 +158,8 @@ struct DecodeParams {
   const float* q_rot = nullptr;    ///< [num_items][Hq][D] rotated queries (f32)
   int heads_per_block = 1;         ///< decode_heads_per_block(G, D)
   int head_chunks = 1;             ///< ceil(G / heads_per_block)
-  int tile = 32;                   ///< decode_tile(D)
+  int tile = 32;                   ///< decode_tile(D), or 32 / warp_heads
+  int warp_heads = 0;              ///< decode_warp_heads(G, D, kf, vf): > 0 selects the warp kernel
   SplitPlan plan;
   float* partial_acc = nullptr;    ///< [num_items][Hq][kMaxSplits][D] Σ exp(s − m)·v per split
   float* partial_ml = nullptr;     ///< [num_items][Hq][kMaxSplits][2] (m, l) per split
