@@ -603,6 +603,9 @@ class PluginEngine final : public Engine {
   const Config& config() const override { return config_; }
 
   void step(const StepBatch& batch) override {
+    if (!batch.rollbacks.empty()) {  // ABI 1.2 has no rollback; capability_gap keeps reserves away
+      throw StepError("step.rollbacks: plugin " + host_->name() + ": the plugin ABI has no rollback yet (spec 1.1)");
+    }
     const std::string during = "step " + std::to_string(steps_);
     const int B = config_.batch;
     const auto L = static_cast<int64_t>(config_.layers.size());

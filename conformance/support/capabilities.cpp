@@ -90,6 +90,12 @@ void config_gaps(const Capabilities& caps, const Config& cfg, std::vector<std::s
   if (cfg.max_tokens > caps.max_tokens) {
     add(gaps, "max_tokens " + std::to_string(cfg.max_tokens) + " > max_tokens " + std::to_string(caps.max_tokens));
   }
+  int64_t reserve = 0;
+  for (const LayerConfig& l : cfg.layers) reserve = std::max(reserve, l.rollback_reserve);
+  if (reserve > caps.max_rollback_reserve) {
+    add(gaps, "rollback_reserve " + std::to_string(reserve) + " > max_rollback_reserve " +
+                  std::to_string(caps.max_rollback_reserve));
+  }
 }
 
 void position_gaps(const Capabilities& caps, int64_t p0, int64_t max_tokens, std::vector<std::string>& gaps) {
@@ -158,7 +164,7 @@ constexpr const char* kFields[] = {
     "int8_schemes", "int8_roundings", "rope_styles",   "rope_scalings",  "head_dims",   "sinks",
     "sink_logits", "softcap",       "per_layer_rope", "partial_rotary", "settable_p0", "max_layers",
     "max_batch",   "max_sliding_windows", "min_window", "max_window",   "max_tokens",  "max_position",
-    "k_storage",   "v_storage",     "kv_formats_differ"};
+    "k_storage",   "v_storage",     "kv_formats_differ", "rollback", "max_rollback_reserve"};
 
 }  // namespace
 
@@ -271,7 +277,7 @@ CapabilitiesFile capabilities_from_json(const json& j, const std::string& origin
     for (auto [key, flag] : {std::pair{"sinks", &c.sinks}, std::pair{"sink_logits", &c.sink_logits},
                              std::pair{"softcap", &c.softcap}, std::pair{"per_layer_rope", &c.per_layer_rope},
                              std::pair{"partial_rotary", &c.partial_rotary}, std::pair{"settable_p0", &c.settable_p0},
-                             std::pair{"kv_formats_differ", &c.kv_formats_differ}}) {
+                             std::pair{"kv_formats_differ", &c.kv_formats_differ}, std::pair{"rollback", &c.rollback}}) {
       if (has(key)) *flag = boolean(j[key], at(key));
     }
     const int64_t kMax = kMaxPosition - 1;
@@ -284,6 +290,9 @@ CapabilitiesFile capabilities_from_json(const json& j, const std::string& origin
     if (has("max_window")) c.max_window = int_in(j["max_window"], at("max_window"), 1, kMax);
     if (has("max_tokens")) c.max_tokens = int_in(j["max_tokens"], at("max_tokens"), 1, kMax);
     if (has("max_position")) c.max_position = int_in(j["max_position"], at("max_position"), 0, kMax);
+    if (has("max_rollback_reserve")) {
+      c.max_rollback_reserve = int_in(j["max_rollback_reserve"], at("max_rollback_reserve"), 0, int64_t{1} << 30);
+    }
     if (has("k_storage")) c.k_storage = enum_named(j["k_storage"], at("k_storage"), kStorage);
     if (has("v_storage")) c.v_storage = enum_named(j["v_storage"], at("v_storage"), kStorage);
     if (c.min_window > c.max_window) {
@@ -338,6 +347,10 @@ json capabilities_to_json(const Capabilities& c) {
             {"max_window", c.max_window},
             {"max_tokens", c.max_tokens},
             {"max_position", c.max_position}};
+  if (c.rollback || c.max_rollback_reserve > 0) {  // spec 1.1; absent means neither
+    j["rollback"] = c.rollback;
+    j["max_rollback_reserve"] = c.max_rollback_reserve;
+  }
   if (c.k_storage) j["k_storage"] = to_string(*c.k_storage);
   if (c.v_storage) j["v_storage"] = to_string(*c.v_storage);
   return j;

@@ -92,6 +92,8 @@ json config_to_json(const Config& c) {
                             {"rotary_dim", l.rope.rotary_dim},
                             {"scaling", to_string(l.rope.scaling)},
                             {"factor", l.rope.factor}}}});
+    // Spec 1.1: written only when set, so a spec 1 config reads and writes as it always did.
+    if (l.rollback_reserve != 0) layers.back()["rollback_reserve"] = l.rollback_reserve;
   }
   json j{{"config_version", kConfigJsonVersion},
          {"layers", layers},
@@ -123,6 +125,7 @@ Config config_from_json(const json& j) {
     LayerConfig l;
     l.window = get_int(layers[i], lp, "window");
     l.sinks = get_int(layers[i], lp, "sinks");
+    if (layers[i].contains("rollback_reserve")) l.rollback_reserve = get_int(layers[i], lp, "rollback_reserve");
     const json& r = field(layers[i], lp, "rope");
     const std::string rp = lp + ".rope";
     l.rope.style = get_enum(r, rp, "style", kStyles);

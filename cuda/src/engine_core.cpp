@@ -42,6 +42,13 @@ Capabilities EngineCore::capabilities() { return core_capabilities(); }
 EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOptions options)
     : config_(std::move(config)), backend_(std::move(backend)), options_(std::move(options)) {
   validate(config_);
+  for (size_t l = 0; l < config_.layers.size(); ++l) {
+    if (config_.layers[l].rollback_reserve != 0) {
+      throw ConfigError("layers[" + std::to_string(l) + "].rollback_reserve = " +
+                        std::to_string(config_.layers[l].rollback_reserve) +
+                        ": must be 0: the cuda engines do not support spec 1.1 rollback yet");
+    }
+  }
   const int B = config_.batch, Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
   const auto L = static_cast<int>(config_.layers.size());
   group_ = Hq / Hkv;
@@ -417,6 +424,9 @@ void EngineCore::step_resident(const ResidentBatch& batch) {
 }
 
 void EngineCore::step(const StepBatch& batch) {
+  if (!batch.rollbacks.empty()) {
+    throw StepError("step.rollbacks: the cuda engines do not support spec 1.1 rollback yet (Capabilities::rollback)");
+  }
   validate_step(config_, batch, seen_);  // throws before anything changes
   apply_resets(batch.resets);
   const int Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;

@@ -84,6 +84,7 @@ void validate(const Config& c) {
     const LayerConfig& layer = c.layers[l];
     check_range(f + ".window", layer.window, 1, kMaxPosition - 1, "[1, 2^31 - 1]");
     check_range(f + ".sinks", layer.sinks, 0, kMaxPosition - 1, "[0, 2^31 - 1]");
+    check_range(f + ".rollback_reserve", layer.rollback_reserve, 0, int64_t{1} << 30, "[0, 2^30]");
     const RopeConfig& r = layer.rope;
     if (r.style == RopeStyle::none) continue;
     check_positive_finite(f + ".rope.theta", r.theta);
@@ -160,7 +161,7 @@ int rotary_dim(const RopeConfig& rope, int head_dim) {
 }
 
 int64_t ring_capacity(const LayerConfig& layer, int64_t max_tokens) {
-  const int64_t want = layer.sinks + layer.window;  // both < 2^31: no overflow
+  const int64_t want = layer.sinks + layer.window + layer.rollback_reserve;  // < 2^32: no overflow
   return want < max_tokens ? want : max_tokens;
 }
 
@@ -231,7 +232,9 @@ std::string describe(const Config& c) {
      << " sink_logits=" << (c.sink_logits.empty() ? "none" : "yes") << "\n";
   for (size_t l = 0; l < c.layers.size(); ++l) {
     const LayerConfig& L = c.layers[l];
-    os << "  layer " << l << ": W=" << L.window << " S=" << L.sinks << " rope=" << to_string(L.rope.style);
+    os << "  layer " << l << ": W=" << L.window << " S=" << L.sinks;
+    if (L.rollback_reserve != 0) os << " reserve=" << L.rollback_reserve;
+    os << " rope=" << to_string(L.rope.style);
     if (L.rope.style != RopeStyle::none) {
       os << " theta=" << str(L.rope.theta) << " R=" << rotary_dim(L.rope, c.head_dim)
          << " scaling=" << to_string(L.rope.scaling);

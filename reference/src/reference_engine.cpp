@@ -14,6 +14,7 @@ ReferenceEngine::ReferenceEngine(Config config) : config_(std::move(config)) {
   validate(config_);
   p0_.resize(static_cast<size_t>(config_.batch));
   seen_.assign(static_cast<size_t>(config_.batch), 0);
+  high_water_.assign(config_.layers.size() * static_cast<size_t>(config_.batch), 0);
   for (int s = 0; s < config_.batch; ++s) p0_[static_cast<size_t>(s)] = start_position(config_, s);
   rebuild_rings();
 }
@@ -42,7 +43,12 @@ void ReferenceEngine::rebuild_rings() {
   acc_.assign(static_cast<size_t>(group) * static_cast<size_t>(D), 0.0f);
 }
 
-Capabilities ReferenceEngine::capabilities() { return Capabilities{}; }
+Capabilities ReferenceEngine::capabilities() {
+  Capabilities caps;  // everything spec 1 allows, and spec 1.1's rollback
+  caps.rollback = true;
+  caps.max_rollback_reserve = int64_t{1} << 30;
+  return caps;
+}
 
 EngineInfo ReferenceEngine::info() const { return EngineInfo{engine_name(), precision(), deterministic()}; }
 
@@ -96,6 +102,26 @@ void ReferenceEngine::clear_sequence(int sequence) {
   for (size_t l = 0; l < config_.layers.size(); ++l) ring_mut(static_cast<int>(l), sequence).reset();
 }
 
+void ReferenceEngine::check_rollbacks(const StepBatch& batch) const {
+  check_rollbacks_honoured(config_, batch, seen_, high_water_);
+}
+
+void ReferenceEngine::roll_back(int sequence, int64_t m) {
+  const int64_t p0 = start_of(sequence);
+  for (size_t l = 0; l < config_.layers.size(); ++l) {
+    const auto li = static_cast<int>(l);
+    RingKvCache& ring = ring_mut(li, sequence);
+    // Every slot holding a removed token (index >= m) becomes empty. What it held before is gone;
+    // the honour rule guarantees that no later query needs it (spec 1.1 §5.1.3).
+    for (int64_t slot = 0; slot < ring.capacity(); ++slot) {
+      const int64_t pos = ring.position(slot);
+      if (pos != RingKvCache::kEmpty && pos - p0 >= m) ring.set_position(slot, RingKvCache::kEmpty);
+    }
+    high_water(li, sequence) = high_water_after_rollback(config_.layers[l], m, high_water(li, sequence));
+  }
+  seen_[static_cast<size_t>(sequence)] = m;
+}
+
 void ReferenceEngine::encode_kv_row(bool, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const {
   encode_row(format, config_.head_dim, x, bytes, scales);
 }
@@ -123,11 +149,14 @@ void ReferenceEngine::reset(int sequence, int64_t start_position) {
 }
 
 void ReferenceEngine::step(const StepBatch& batch) {
-  validate_batch(batch);  // throws before anything changes
+  validate_batch(batch);    // throws before anything changes
+  check_rollbacks(batch);   // a refused rollback rejects the whole step, also before any change
+  for (const SequenceRollback& rb : batch.rollbacks) roll_back(rb.sequence, seen_of(rb.sequence) - rb.n_tokens);
   for (const SequenceReset& r : batch.resets) {
     clear_sequence(r.sequence);
     p0_[static_cast<size_t>(r.sequence)] = r.start_position;
     seen_[static_cast<size_t>(r.sequence)] = 0;
+    for (size_t l = 0; l < config_.layers.size(); ++l) high_water(static_cast<int>(l), r.sequence) = 0;
   }
   const int64_t D = config_.head_dim;
   for (const SequenceStep& a : batch.appends) {
@@ -140,6 +169,10 @@ void ReferenceEngine::step(const StepBatch& batch) {
                     a.v + li * kv_layer, a.out + li * q_layer);
     }
     seen_[static_cast<size_t>(a.sequence)] += n;
+    for (size_t l = 0; l < config_.layers.size(); ++l) {
+      int64_t& H = high_water(static_cast<int>(l), a.sequence);
+      H = std::max(H, seen_of(a.sequence));
+    }
   }
 }
 

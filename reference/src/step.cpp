@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -29,16 +30,17 @@ void validate_step(const Config& config, const StepBatch& batch, std::span<const
   const auto L = static_cast<int64_t>(config.layers.size());
   const auto field = [](const char* list, size_t k) { return std::string("step.") + list + "[" + std::to_string(k) + "]"; };
   const auto range = [B] { return "must be in [0, batch = " + std::to_string(B) + ")"; };
+  // Entry k of a list names a sequence in [0, B) that no earlier entry of the list names.
+  const auto check_sequence = [&](const auto& list, const char* name, size_t k, const char* twice) {
+    const int seq = list[k].sequence;
+    if (seq < 0 || seq >= B) reject(field(name, k) + ".sequence", std::to_string(seq), range());
+    for (size_t o = 0; o < k; ++o) {
+      if (list[o].sequence == seq) reject(field(name, k) + ".sequence", std::to_string(seq), twice);
+    }
+  };
   for (size_t r = 0; r < batch.resets.size(); ++r) {
     const SequenceReset& reset = batch.resets[r];
-    if (reset.sequence < 0 || reset.sequence >= B) {
-      reject(field("resets", r) + ".sequence", std::to_string(reset.sequence), range());
-    }
-    for (size_t o = 0; o < r; ++o) {
-      if (batch.resets[o].sequence == reset.sequence) {
-        reject(field("resets", r) + ".sequence", std::to_string(reset.sequence), "is reset twice in one step");
-      }
-    }
+    check_sequence(batch.resets, "resets", r, "is reset twice in one step");
     if (reset.start_position < 0 || reset.start_position > kMaxPosition - config.max_tokens) {
       try {
         validate_start_position(config, reset.start_position, field("resets", r) + ".start_position");
@@ -47,20 +49,30 @@ void validate_step(const Config& config, const StepBatch& batch, std::span<const
       }
     }
   }
-  for (size_t a = 0; a < batch.appends.size(); ++a) {
-    const SequenceStep& step = batch.appends[a];
-    if (step.sequence < 0 || step.sequence >= B) {
-      reject(field("appends", a) + ".sequence", std::to_string(step.sequence), range());
-    }
-    for (size_t o = 0; o < a; ++o) {
-      if (batch.appends[o].sequence == step.sequence) {
-        reject(field("appends", a) + ".sequence", std::to_string(step.sequence),
-               "appears twice in one step; append all its tokens as one chunk");
+  for (size_t r = 0; r < batch.rollbacks.size(); ++r) {
+    const SequenceRollback& rb = batch.rollbacks[r];
+    check_sequence(batch.rollbacks, "rollbacks", r, "is rolled back twice in one step");
+    for (const SequenceReset& reset : batch.resets) {
+      if (reset.sequence == rb.sequence) {
+        reject(field("rollbacks", r) + ".sequence", std::to_string(rb.sequence),
+               "is rolled back and reset in one step; do one or the other");
       }
     }
+    const int64_t held = tokens_seen[static_cast<size_t>(rb.sequence)];
+    if (rb.n_tokens < 1 || rb.n_tokens > held) {
+      reject(field("rollbacks", r) + ".n_tokens", std::to_string(rb.n_tokens),
+             "must be in [1, " + std::to_string(held) + "]: sequence " + std::to_string(rb.sequence) + " holds " +
+                 std::to_string(held) + " tokens");
+    }
+  }
+  for (size_t a = 0; a < batch.appends.size(); ++a) {
+    const SequenceStep& step = batch.appends[a];
+    check_sequence(batch.appends, "appends", a, "appears twice in one step; append all its tokens as one chunk");
     bool reset_now = false;
     for (const SequenceReset& r : batch.resets) reset_now = reset_now || r.sequence == step.sequence;
-    const int64_t seen = reset_now ? 0 : tokens_seen[static_cast<size_t>(step.sequence)];
+    int64_t rolled_back = 0;
+    for (const SequenceRollback& rb : batch.rollbacks) rolled_back += rb.sequence == step.sequence ? rb.n_tokens : 0;
+    const int64_t seen = reset_now ? 0 : tokens_seen[static_cast<size_t>(step.sequence)] - rolled_back;
     const int64_t room = config.max_tokens - seen;
     if (step.n_tokens < 1 || step.n_tokens > room) {
       reject(field("appends", a) + ".n_tokens", std::to_string(step.n_tokens),
@@ -86,6 +98,38 @@ void validate_step(const Config& config, const StepBatch& batch, std::span<const
     check_finite(step.q, config.num_q_heads, "q");
     check_finite(step.k, config.num_kv_heads, "k");
     check_finite(step.v, config.num_kv_heads, "v");
+  }
+}
+
+bool layer_honours_rollback(const LayerConfig& layer, int64_t max_tokens, int64_t m, int64_t high_water) {
+  if (layer.window >= max_tokens) return true;  // a global layer never wraps
+  const int64_t lo = std::max(layer.sinks, m - layer.window + 1);  // oldest non-sink key query m sees
+  if (lo > m - 1) return true;                                      // it sees none: m <= S, or W = 1
+  const int64_t non_sink_slots = ring_capacity(layer, max_tokens) - layer.sinks;
+  return lo + non_sink_slots >= high_water;  // no later write has reached key lo's slot
+}
+
+void check_rollbacks_honoured(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
+                              std::span<const int64_t> high_water) {
+  const auto B = static_cast<size_t>(config.batch);
+  for (size_t r = 0; r < batch.rollbacks.size(); ++r) {
+    const SequenceRollback& rb = batch.rollbacks[r];
+    const auto b = static_cast<size_t>(rb.sequence);
+    const int64_t m = tokens_seen[b] - rb.n_tokens;
+    for (size_t l = 0; l < config.layers.size(); ++l) {
+      const LayerConfig& layer = config.layers[l];
+      const int64_t H = high_water[l * B + b];
+      if (layer_honours_rollback(layer, config.max_tokens, m, H)) continue;
+      const int64_t lo = std::max(layer.sinks, m - layer.window + 1);
+      const int64_t slots = ring_capacity(layer, config.max_tokens) - layer.sinks;
+      reject("step.rollbacks[" + std::to_string(r) + "].n_tokens", std::to_string(rb.n_tokens),
+             "refused: sequence " + std::to_string(rb.sequence) + " would keep " + std::to_string(m) +
+                 " tokens, but layer " + std::to_string(l) + " no longer holds key " + std::to_string(lo) +
+                 " (high-water mark " + std::to_string(H) + " > " + std::to_string(lo) + " + " +
+                 std::to_string(slots) + " non-sink slots); rollback_reserve >= " +
+                 std::to_string(H - lo - layer.window) + " would honour it (it is " +
+                 std::to_string(layer.rollback_reserve) + ")");
+    }
   }
 }
 

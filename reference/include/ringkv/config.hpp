@@ -29,6 +29,8 @@ struct LayerConfig {
   int64_t window = 1;  ///< W >= 1: query i sees keys j with i-W < j <= i (W keys incl. itself)
   int64_t sinks = 0;   ///< S >= 0: the first S tokens stay visible to every later query
   RopeConfig rope;
+  /// Q in [0, 2^30] (spec 1.1 §3): ring slots beyond S + W, so that rollbacks (§5.1) can be honoured.
+  int64_t rollback_reserve = 0;
 };
 
 /// Storage format of K or V (spec §10).
@@ -86,7 +88,7 @@ void validate_start_position(const Config& config, int64_t p0, const std::string
 double softmax_scale(const Config& config);
 /// Rotary dim R actually used (rotary_dim, or head_dim when 0; 0 for style none).
 int rotary_dim(const RopeConfig& rope, int head_dim);
-/// Slots a spec-conformant ring needs for a layer: min(S + W, max_tokens).
+/// Slots a spec-conformant ring needs for a layer: min(S + W + rollback_reserve, max_tokens).
 int64_t ring_capacity(const LayerConfig& layer, int64_t max_tokens);
 /// Start position of sequence s (0 when start_positions is empty).
 int64_t start_position(const Config& config, int sequence);

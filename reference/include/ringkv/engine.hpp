@@ -34,10 +34,18 @@ struct SequenceReset {
   int64_t start_position = 0;  ///< p0 >= 0, p0 + max_tokens - 1 < 2^31
 };
 
-/// One step over a batch: resets first, then appends. Sequences not named sit out.
+/// Takes back the last n tokens a sequence appended since its last reset (spec 1.1 §5.1): later
+/// outputs are as if they had never been appended, and the next token takes the first one's index.
+struct SequenceRollback {
+  int sequence = 0;
+  int64_t n_tokens = 1;  ///< n in [1, tokens held]
+};
+
+/// One step over a batch: rollbacks first, then resets, then appends. Sequences not named sit out.
 struct StepBatch {
   std::span<const SequenceReset> resets;
   std::span<const SequenceStep> appends;
+  std::span<const SequenceRollback> rollbacks{};  ///< spec 1.1; only for engines with Capabilities::rollback
 };
 
 /// What an engine's cache holds for one (layer, sequence), for the exact checks (spec §11).
@@ -74,6 +82,10 @@ struct Capabilities {
   int64_t max_window = int64_t{1} << 30;  ///< largest W of a sliding layer
   int64_t max_tokens = int64_t{1} << 30;
   int64_t max_position = (int64_t{1} << 31) - 1;  ///< largest true position p0 + index
+  /// Spec 1.1 rollback (§5.1): rollbacks in a step, and rollback_reserve up to max_rollback_reserve.
+  /// Not part of spec 1, so off by default; an engine without it is never sent a rollback.
+  bool rollback = false;
+  int64_t max_rollback_reserve = 0;
   /// Storage the engine uses whatever the config asks (its profile's k_storage/v_storage), if fixed.
   /// Such an engine also runs f32-storage cases: the bound takes the declared storage (tolerances.md).
   std::optional<Precision> k_storage, v_storage;
@@ -109,6 +121,20 @@ class Engine {
 /// skips the finiteness of q, k and v (tensors an engine cannot read on the host: device memory).
 void validate_step(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
                    bool check_values = true);
+
+/// Spec 1.1 §5.1.2: throws StepError with §5.1.4's message if a rollback of the batch is refused.
+/// Call after validate_step. `high_water` is [layers][batch]: H_l of every (layer, sequence).
+void check_rollbacks_honoured(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
+                              std::span<const int64_t> high_water);
+
+/// Whether one sliding layer honours a rollback to m tokens given its high-water mark (spec 1.1
+/// §5.1.2); a global layer (W >= max_tokens) always does.
+bool layer_honours_rollback(const LayerConfig& layer, int64_t max_tokens, int64_t m, int64_t high_water);
+
+/// H_l after an honoured rollback to m tokens (spec 1.1 §5.1.2): m if m <= S, else unchanged.
+inline int64_t high_water_after_rollback(const LayerConfig& layer, int64_t m, int64_t high_water) {
+  return m <= layer.sinks ? m : high_water;
+}
 
 /// Checks the arguments of Engine::snapshot(): throws StepError naming the bad one.
 void validate_snapshot_request(const Config& config, int layer, int sequence);

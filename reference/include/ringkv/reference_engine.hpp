@@ -31,7 +31,7 @@ class ReferenceEngine : public Engine {
   size_t cache_bytes() const override;
   bool poison_empty_slots() override;
 
-  /// Tokens sequence s has appended since its last reset.
+  /// Tokens sequence s holds: appended since its last reset, less those rolled back.
   int64_t tokens_seen(int sequence) const { return seen_[static_cast<size_t>(sequence)]; }
   const RingKvCache& ring(int layer, int sequence) const { return rings_[ring_index(layer, sequence)]; }
 
@@ -57,6 +57,10 @@ class ReferenceEngine : public Engine {
                              const float* v, float* out);
   /// Forgets everything a sequence held (spec §5).
   virtual void clear_sequence(int sequence);
+  /// Throws StepError if a rollback of the batch is refused (spec 1.1 §5.1.2, the high-water rule).
+  virtual void check_rollbacks(const StepBatch& batch) const;
+  /// Takes a sequence back to its first m tokens in every layer (spec 1.1 §5.1.1, §5.1.6).
+  virtual void roll_back(int sequence, int64_t m);
   /// Encodes one rotated K row (is_key) or one V row for storage (spec §10).
   virtual void encode_kv_row(bool is_key, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const;
   /// Rounds the rotated query before q·k, if an engine does (the reference does not).
@@ -89,6 +93,7 @@ class ReferenceEngine : public Engine {
   RingKvCache& ring_mut(int layer, int sequence) { return rings_[ring_index(layer, sequence)]; }
   int64_t start_of(int sequence) const { return p0_[static_cast<size_t>(sequence)]; }
   int64_t seen_of(int sequence) const { return seen_[static_cast<size_t>(sequence)]; }
+  int64_t& high_water(int layer, int sequence) { return high_water_[ring_index(layer, sequence)]; }
 
   Config config_;
 
@@ -97,7 +102,8 @@ class ReferenceEngine : public Engine {
 
   std::vector<RingKvCache> rings_;  // [layer][sequence]
   std::vector<int64_t> p0_;         // [sequence]
-  std::vector<int64_t> seen_;       // [sequence] tokens since reset
+  std::vector<int64_t> seen_;       // [sequence] tokens held since reset
+  std::vector<int64_t> high_water_; // [layer][sequence] H_l: spec 1.1 §5.1.2
 
   // Scratch, sized once at construction.
   std::vector<double> cos_, sin_;      // [R/2]
