@@ -25,6 +25,10 @@ using namespace detail;
 // Layout: rows and chunks follow from the schedule alone.
 
 void detail::layout_rows(const Case& c, std::vector<GoldenRow>* rows, std::vector<GoldenChunk>* chunks) {
+  if (conformance::ScheduleTracker::has_rollbacks(c)) {
+    // Golden format 1 has no rollback events; never record a case without them silently.
+    throw Error("golden: this case rolls back tokens (spec 1.1), which golden format 1 cannot hold");
+  }
   const int B = c.config.batch;
   std::vector<int> stream(static_cast<size_t>(B));
   std::vector<int64_t> seen(static_cast<size_t>(B), 0), p0(static_cast<size_t>(B));

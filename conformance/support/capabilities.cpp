@@ -212,6 +212,7 @@ std::string capability_gap(const Capabilities& caps, const Case& c) {
   for (const StepPlan& st : c.steps) {
     for (const ResetPlan& r : st.resets) position_gaps(caps, r.start_position, c.config.max_tokens, gaps);
   }
+  if (ScheduleTracker::has_rollbacks(c) && !caps.rollback) add(gaps, "rollback (spec 1.1)");
   return join(gaps);
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ringkv/engine.hpp"
 #include "ringkv/rope.hpp"
 #include "support/rng.hpp"
 
@@ -139,26 +140,83 @@ void fill_chunk(const Case& c, Tensor t, int stream, int64_t first, int64_t n, f
 }
 
 void check_schedule(const Case& c) {
-  const int B = c.config.batch;
-  std::vector<int64_t> seen(static_cast<size_t>(B), 0);
+  ScheduleTracker tracker(c);
   for (size_t s = 0; s < c.steps.size(); ++s) {
-    const StepPlan& st = c.steps[s];
-    if (st.tokens.size() != static_cast<size_t>(B)) throw std::logic_error("case: step tokens size != batch");
-    for (const ResetPlan& r : st.resets) {
-      if (r.sequence < 0 || r.sequence >= B) {
-        throw std::logic_error("case: step " + std::to_string(s) + " resets sequence " + std::to_string(r.sequence) +
-                               ", outside [0, batch = " + std::to_string(B) + ")");
-      }
-      seen[static_cast<size_t>(r.sequence)] = 0;
+    try {
+      if (tracker.honoured(c.steps[s])) tracker.apply(c.steps[s]);
+    } catch (const std::logic_error& e) {
+      throw std::logic_error("case: step " + std::to_string(s) + ": " + e.what());
     }
-    for (int q = 0; q < B; ++q) {
-      if (st.tokens[static_cast<size_t>(q)] < 0) {
-        throw std::logic_error("case: step " + std::to_string(s) + " appends a negative token count");
-      }
+  }
+}
+
+ScheduleTracker::ScheduleTracker(const Case& c)
+    : config_(&c.config),
+      held_(static_cast<size_t>(c.config.batch), 0),
+      stream_(static_cast<size_t>(c.config.batch)),
+      high_water_(c.config.layers.size() * static_cast<size_t>(c.config.batch), 0) {
+  for (int s = 0; s < c.config.batch; ++s) stream_[static_cast<size_t>(s)] = c.initial_stream(s);
+}
+
+bool ScheduleTracker::has_rollbacks(const Case& c) {
+  for (const StepPlan& st : c.steps) {
+    if (!st.rollbacks.empty()) return true;
+  }
+  return false;
+}
+
+bool ScheduleTracker::honoured(const StepPlan& step) const {
+  const auto B = static_cast<size_t>(config_->batch);
+  for (const RollbackPlan& r : step.rollbacks) {
+    if (r.sequence < 0 || static_cast<size_t>(r.sequence) >= B) return true;  // apply() reports it
+    const int64_t held = held_[static_cast<size_t>(r.sequence)];
+    if (r.n_tokens < 1 || r.n_tokens > held) return true;  // apply() reports it
+    const int64_t m = held - r.n_tokens;
+    for (size_t l = 0; l < config_->layers.size(); ++l) {
+      const int64_t H = high_water_[l * B + static_cast<size_t>(r.sequence)];
+      if (!layer_honours_rollback(config_->layers[l], config_->max_tokens, m, H)) return false;
     }
-    for (int q = 0; q < B; ++q) {
-      seen[static_cast<size_t>(q)] += st.tokens[static_cast<size_t>(q)];
-      if (seen[static_cast<size_t>(q)] > c.config.max_tokens) throw std::logic_error("case: schedule exceeds max_tokens");
+  }
+  return true;
+}
+
+void ScheduleTracker::apply(const StepPlan& step) {
+  const int B = config_->batch;
+  const auto in_batch = [&](int s, const char* what) {
+    if (s < 0 || s >= B) {
+      throw std::logic_error(std::string(what) + " sequence " + std::to_string(s) + ", outside [0, batch = " +
+                             std::to_string(B) + ")");
+    }
+    return static_cast<size_t>(s);
+  };
+  if (step.tokens.size() != static_cast<size_t>(B)) throw std::logic_error("tokens size != batch");
+  for (const RollbackPlan& r : step.rollbacks) {
+    const size_t s = in_batch(r.sequence, "rolls back");
+    if (r.n_tokens < 1 || r.n_tokens > held_[s]) {
+      throw std::logic_error("rolls back " + std::to_string(r.n_tokens) + " of the " + std::to_string(held_[s]) +
+                             " tokens sequence " + std::to_string(r.sequence) + " holds");
+    }
+    held_[s] -= r.n_tokens;
+    stream_[s] = r.stream;
+    for (size_t l = 0; l < config_->layers.size(); ++l) {
+      int64_t& H = high_water_[l * static_cast<size_t>(B) + s];
+      H = high_water_after_rollback(config_->layers[l], held_[s], H);
+    }
+  }
+  for (const ResetPlan& r : step.resets) {
+    const size_t s = in_batch(r.sequence, "resets");
+    held_[s] = 0;
+    stream_[s] = r.stream;
+    for (size_t l = 0; l < config_->layers.size(); ++l) high_water_[l * static_cast<size_t>(B) + s] = 0;
+  }
+  for (int q = 0; q < B; ++q) {
+    const auto s = static_cast<size_t>(q);
+    if (step.tokens[s] < 0) throw std::logic_error("appends a negative token count");
+    held_[s] += step.tokens[s];
+    if (held_[s] > config_->max_tokens) throw std::logic_error("schedule exceeds max_tokens");
+    for (size_t l = 0; l < config_->layers.size(); ++l) {
+      int64_t& H = high_water_[l * static_cast<size_t>(B) + s];
+      H = std::max(H, held_[s]);
     }
   }
 }
@@ -185,6 +243,7 @@ std::string Case::id() const {
   os << "/steps=";
   for (size_t i = 0; i < steps.size(); ++i) {
     if (i) os << ";";
+    for (const RollbackPlan& r : steps[i].rollbacks) os << "B" << r.sequence << "-" << r.n_tokens << "s" << r.stream << ":";
     for (const ResetPlan& r : steps[i].resets) os << "R" << r.sequence << "@" << r.start_position << "s" << r.stream << ":";
     for (size_t s = 0; s < steps[i].tokens.size(); ++s) os << (s ? "." : "") << steps[i].tokens[s];
   }
@@ -206,8 +265,23 @@ std::string Case::describe() const {
   std::ostringstream os;
   os << "case " << id() << "\n" << ringkv::describe(config) << "  data: " << to_string(data) << ", seed " << seed << "\n";
   std::vector<int64_t> seen(static_cast<size_t>(config.batch), 0);
+  ScheduleTracker tracker(*this);
   for (size_t i = 0; i < steps.size(); ++i) {
     os << "  step " << i << ":";
+    if (!tracker.honoured(steps[i])) {
+      os << " refused (spec 1.1 §5.1.2):";
+      for (const RollbackPlan& r : steps[i].rollbacks) os << " roll back seq " << r.sequence << " by " << r.n_tokens << ";";
+      os << " nothing changes\n";
+      continue;
+    }
+    try {
+      tracker.apply(steps[i]);
+    } catch (const std::logic_error&) {  // described as it stands; check_schedule reports it
+    }
+    for (const RollbackPlan& r : steps[i].rollbacks) {
+      os << " roll back seq " << r.sequence << " by " << r.n_tokens << " (next tokens from stream " << r.stream << ");";
+      seen[static_cast<size_t>(r.sequence)] -= r.n_tokens;
+    }
     for (const ResetPlan& r : steps[i].resets) {
       os << " reset seq " << r.sequence << " to p0=" << r.start_position << " (stream " << r.stream << ");";
       seen[static_cast<size_t>(r.sequence)] = 0;

@@ -26,10 +26,20 @@ struct ResetPlan {
   int stream = 0;  ///< the stream the sequence runs from now on (its data)
 };
 
-/// One step of a schedule: resets first, then tokens[s] tokens appended to sequence s (0 = sits out).
+/// Spec 1.1: takes back the last n tokens of a sequence (§5.1); its next tokens come from `stream`,
+/// so that re-appended indices carry fresh data (a mutant keeping stale slots cannot pass).
+struct RollbackPlan {
+  int sequence = 0;
+  int64_t n_tokens = 1;
+  int stream = 0;
+};
+
+/// One step of a schedule: rollbacks, then resets, then tokens[s] tokens appended to sequence s
+/// (0 = sits out). If the spec refuses a rollback of the step, the whole step changes nothing.
 struct StepPlan {
   std::vector<ResetPlan> resets;
   std::vector<int64_t> tokens;  ///< [batch]
+  std::vector<RollbackPlan> rollbacks{};  ///< spec 1.1
 };
 
 struct Case {
@@ -74,5 +84,28 @@ std::vector<int64_t> needle_targets(const Case& c, int layer);
 
 /// Total tokens each stream receives in the schedule, and basic schedule checks (throws std::logic_error).
 void check_schedule(const Case& c);
+
+/// What a schedule does to each sequence, step by step, as the spec decides it: tokens held, the
+/// stream of the next token, and per sliding layer the high-water mark (spec 1.1 §5.1.2), so that a
+/// runner knows which steps an engine must refuse.
+class ScheduleTracker {
+ public:
+  explicit ScheduleTracker(const Case& c);
+  /// Whether every rollback of the step is honoured (the spec's rule); a step without rollbacks is.
+  bool honoured(const StepPlan& step) const;
+  /// Applies an honoured step (rollbacks, resets, appends); throws std::logic_error where it is not
+  /// a valid step for the config (a count out of range, a sequence twice, max_tokens exceeded).
+  void apply(const StepPlan& step);
+  int64_t held(int sequence) const { return held_[static_cast<size_t>(sequence)]; }
+  int stream(int sequence) const { return stream_[static_cast<size_t>(sequence)]; }
+  /// True if any step of the case has a rollback (a spec 1.1 case).
+  static bool has_rollbacks(const Case& c);
+
+ private:
+  const Config* config_;
+  std::vector<int64_t> held_;        // [B]
+  std::vector<int> stream_;          // [B]
+  std::vector<int64_t> high_water_;  // [L][B]
+};
 
 }  // namespace ringkv::conformance

@@ -179,7 +179,15 @@ json case_to_json(const Case& c) {
     for (const ResetPlan& r : st.resets) {
       resets.push_back(json{{"sequence", r.sequence}, {"start_position", r.start_position}, {"stream", r.stream}});
     }
-    steps.push_back(json{{"resets", resets}, {"tokens", st.tokens}});
+    json step{{"resets", resets}, {"tokens", st.tokens}};
+    if (!st.rollbacks.empty()) {  // spec 1.1; absent in every spec 1 case
+      json rollbacks = json::array();
+      for (const RollbackPlan& r : st.rollbacks) {
+        rollbacks.push_back(json{{"sequence", r.sequence}, {"n_tokens", r.n_tokens}, {"stream", r.stream}});
+      }
+      step["rollbacks"] = rollbacks;
+    }
+    steps.push_back(step);
   }
   return json{{"config", config_to_json(c.config)},
               {"steps", steps},
@@ -208,6 +216,14 @@ Case case_from_json(const json& j) {
       const std::string rp = sp + ".resets[" + std::to_string(r) + "]";
       st.resets.push_back({static_cast<int>(get_int(resets[r], rp, "sequence")), get_int(resets[r], rp, "start_position"),
                            static_cast<int>(get_int(resets[r], rp, "stream"))});
+    }
+    if (steps[i].contains("rollbacks")) {
+      const json& rollbacks = array_field(steps[i], sp, "rollbacks");
+      for (size_t r = 0; r < rollbacks.size(); ++r) {
+        const std::string rp = sp + ".rollbacks[" + std::to_string(r) + "]";
+        st.rollbacks.push_back({static_cast<int>(get_int(rollbacks[r], rp, "sequence")),
+                                get_int(rollbacks[r], rp, "n_tokens"), static_cast<int>(get_int(rollbacks[r], rp, "stream"))});
+      }
     }
     const json& tokens = array_field(steps[i], sp, "tokens");
     for (const json& n : tokens) {

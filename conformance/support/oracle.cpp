@@ -67,6 +67,13 @@ Oracle::Oracle(Config config) : config_(std::move(config)) {
   history_.resize(config_.layers.size() * static_cast<size_t>(config_.batch));
 }
 
+void Oracle::rollback(int sequence, int64_t n) {
+  for (size_t l = 0; l < config_.layers.size(); ++l) {
+    std::vector<OracleToken>& hist = history_mut(static_cast<int>(l), sequence);
+    hist.resize(hist.size() - static_cast<size_t>(std::min<int64_t>(n, static_cast<int64_t>(hist.size()))));
+  }
+}
+
 void Oracle::reset(int sequence, int64_t start_position) {
   p0_[static_cast<size_t>(sequence)] = start_position;
   for (size_t l = 0; l < config_.layers.size(); ++l) history_mut(static_cast<int>(l), sequence).clear();

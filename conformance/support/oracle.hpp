@@ -64,6 +64,9 @@ class Oracle {
   explicit Oracle(Config config);
 
   void reset(int sequence, int64_t start_position);
+  /// Spec 1.1 §5.1.1: forgets the last n tokens of a sequence in every layer (the caller decides
+  /// that the spec honours it); later tokens attend as if they had never been appended.
+  void rollback(int sequence, int64_t n);
 
   /// For large cases: compute outputs only for the token indices the filter
   /// accepts (the others get an empty OracleOutput::o). Keys are always kept.

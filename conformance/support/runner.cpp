@@ -1,11 +1,13 @@
 #include "support/runner.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <sstream>
 
+#include "ringkv/error.hpp"
 #include "ringkv/quant.hpp"
 #include "ringkv/ring.hpp"
 #include "support/oracle.hpp"
@@ -53,20 +55,34 @@ double rounding_error(Precision p, double value) {
   }
 }
 
-// Compares one snapshot with the spec ring built from the oracle's history: positions exactly, V and
-// K exactly (spec §11.1), or, where `relax_k`/`relax_v` say the engine declared so, within Relaxed's bound.
+/// The spec ring's slot -> token index table of one (layer, sequence), kept by token-by-token writes,
+/// rollbacks (slots of removed tokens become empty, spec 1.1 §5.1.6) and resets.
+struct SpecRing {
+  RingGeometry geo;
+  std::vector<int64_t> index;  // [C] token index held, or -1
+  SpecRing(const LayerConfig& L, int64_t max_tokens)
+      : geo{L.sinks, L.window, ring_capacity(L, max_tokens)}, index(static_cast<size_t>(geo.capacity), -1) {}
+  void write(int64_t j) { index[static_cast<size_t>(geo.slot_of(j))] = j; }
+  void roll_back(int64_t m) {
+    for (int64_t& j : index) j = j >= m ? -1 : j;
+  }
+  void reset() { std::fill(index.begin(), index.end(), -1); }
+};
+
+// Compares one snapshot with the spec ring (`ring`, its tokens' values from the oracle's history):
+// positions exactly, V and K exactly (spec §11.1), or, where `relax_k`/`relax_v` say the engine
+// declared so, within Relaxed's bound.
 std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSnapshot& snap, const Oracle& oracle,
-                           const Relaxed& relax_k, const Relaxed& relax_v) {
+                           const SpecRing& ring, const Relaxed& relax_k, const Relaxed& relax_v) {
   const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
-  const RingGeometry geo{L.sinks, L.window, ring_capacity(L, cfg.max_tokens)};
+  const RingGeometry& geo = ring.geo;
   const std::string where = "layer " + std::to_string(layer) + ", sequence " + std::to_string(seq) + ": ";
   if (snap.capacity != geo.capacity) {
-    return where + "ring capacity " + std::to_string(snap.capacity) + ", spec says min(S + W, max_tokens) = " +
-           std::to_string(geo.capacity);
+    return where + "ring capacity " + std::to_string(snap.capacity) +
+           ", spec says min(S + W + rollback_reserve, max_tokens) = " + std::to_string(geo.capacity);
   }
   const std::vector<OracleToken>& hist = oracle.history(layer, seq);
-  std::vector<int64_t> expect(static_cast<size_t>(geo.capacity), -1);
-  for (size_t j = 0; j < hist.size(); ++j) expect[static_cast<size_t>(geo.slot_of(static_cast<int64_t>(j)))] = static_cast<int64_t>(j);
+  const std::vector<int64_t>& expect = ring.index;
   const int D = cfg.head_dim, H = cfg.num_kv_heads;
   for (size_t slot = 0; slot < expect.size(); ++slot) {
     const int64_t j = expect[slot];
@@ -157,20 +173,43 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
   std::vector<int> stream(static_cast<size_t>(B));
   std::vector<int64_t> seen(static_cast<size_t>(B), 0);
   for (int s = 0; s < B; ++s) stream[static_cast<size_t>(s)] = c.initial_stream(s);
+  ScheduleTracker tracker(c);  // which steps the spec refuses (rollbacks, spec 1.1 §5.1.2)
+  std::vector<SpecRing> spec_rings;  // [L][B]
+  for (int l = 0; l < L; ++l) {
+    for (int s = 0; s < B; ++s) spec_rings.emplace_back(cfg.layers[static_cast<size_t>(l)], cfg.max_tokens);
+  }
+  const auto spec_ring = [&](int l, int s) -> SpecRing& {
+    return spec_rings[static_cast<size_t>(l) * static_cast<size_t>(B) + static_cast<size_t>(s)];
+  };
   // Step buffers, reused from step to step (they only grow).
   struct Buffers { std::vector<float> q, k, v, out; };
   std::vector<Buffers> buf(static_cast<size_t>(B));
   std::vector<SequenceReset> resets;
   std::vector<SequenceStep> appends;
+  std::vector<SequenceRollback> rollbacks;
 
   for (size_t st = 0; st < c.steps.size(); ++st) {
     const StepPlan& plan = c.steps[st];
+    // A step whose rollback the spec refuses must be rejected whole, and changes nothing.
+    const bool honoured = tracker.honoured(plan);
+    rollbacks.clear();
+    for (const RollbackPlan& r : plan.rollbacks) {
+      rollbacks.push_back({r.sequence, r.n_tokens});
+      if (!honoured) continue;
+      const int64_t m = seen[static_cast<size_t>(r.sequence)] - r.n_tokens;
+      stream[static_cast<size_t>(r.sequence)] = r.stream;
+      seen[static_cast<size_t>(r.sequence)] = m;
+      oracle.rollback(r.sequence, r.n_tokens);
+      for (int l = 0; l < L; ++l) spec_ring(l, r.sequence).roll_back(m);
+    }
     resets.clear();
     for (const ResetPlan& r : plan.resets) {
       resets.push_back({r.sequence, r.start_position});
+      if (!honoured) continue;
       stream[static_cast<size_t>(r.sequence)] = r.stream;
       seen[static_cast<size_t>(r.sequence)] = 0;
       oracle.reset(r.sequence, r.start_position);
+      for (int l = 0; l < L; ++l) spec_ring(l, r.sequence).reset();
     }
     appends.clear();
     for (int i = 0; i < B; ++i) {
@@ -195,7 +234,20 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
         result.failure = "engine does not support poison_empty_slots()";
         return result;
       }
-      engine->step(StepBatch{resets, appends});
+      if (!honoured) {
+        try {
+          engine->step(StepBatch{resets, appends, rollbacks});
+        } catch (const StepError& e) {
+          if (std::string(e.what()).find("refused") != std::string::npos) continue;  // as the spec says
+          result.failure = "step " + std::to_string(st) + ": the spec refuses its rollback (§5.1.2), but the engine "
+                           "rejected the step for another reason: " + e.what();
+          return result;
+        }
+        result.failure = "step " + std::to_string(st) + ": the engine honoured a rollback that the spec refuses "
+                         "(§5.1.2: a key a later query sees has been overwritten)";
+        return result;
+      }
+      engine->step(StepBatch{resets, appends, rollbacks});
       if (opt.poison && !engine->poison_empty_slots()) {
         result.failure = "engine does not support poison_empty_slots()";
         return result;
@@ -257,9 +309,11 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
           }
         }
         result.tokens[TokenKey{stream[static_cast<size_t>(s)], index}] = std::move(rec);
+        for (int l = 0; l < L; ++l) spec_ring(l, s).write(index);
       }
       seen[static_cast<size_t>(s)] += n;
     }
+    tracker.apply(plan);
     if (opt.stop_at_failure && !result.failure.empty()) return result;
     if (opt.check_ring && opt.oracle && result.failure.empty()) {
       for (int l = 0; l < L && result.failure.empty(); ++l) {
@@ -285,7 +339,7 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
             rv.on = true;
             rv.stored = p.v_storage;
           }
-          const std::string why = check_snapshot(cfg, l, s, *snap, oracle, rk, rv);
+          const std::string why = check_snapshot(cfg, l, s, *snap, oracle, spec_ring(l, s), rk, rv);
           if (!why.empty()) result.failure = "after step " + std::to_string(st) + ", " + why;
         }
       }

@@ -119,7 +119,7 @@ void ReferenceEngine::roll_back(int sequence, int64_t m) {
     }
     high_water(li, sequence) = high_water_after_rollback(config_.layers[l], m, high_water(li, sequence));
   }
-  seen_[static_cast<size_t>(sequence)] = m;
+  seen_mut(sequence) = m;
 }
 
 void ReferenceEngine::encode_kv_row(bool, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const {

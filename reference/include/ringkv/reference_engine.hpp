@@ -94,6 +94,7 @@ class ReferenceEngine : public Engine {
   int64_t start_of(int sequence) const { return p0_[static_cast<size_t>(sequence)]; }
   int64_t seen_of(int sequence) const { return seen_[static_cast<size_t>(sequence)]; }
   int64_t& high_water(int layer, int sequence) { return high_water_[ring_index(layer, sequence)]; }
+  int64_t& seen_mut(int sequence) { return seen_[static_cast<size_t>(sequence)]; }
 
   Config config_;
 
