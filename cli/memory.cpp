@@ -43,7 +43,7 @@ std::string memory_report(const MemoryQuery& q) {
   if (q.dtype == DType::int8 && q.int8_scheme != Int8Scheme::static_tensor) os << " + scales";
   os << " = " << human_bytes(static_cast<double>(per_token)) << " (" << per_token << " B)\n";
   const int64_t mha_heads = q.q_heads > 0 ? q.q_heads : 0;
-  const int64_t ring_tokens = q.window > 0 ? q.sinks + q.window : 0;
+  const int64_t ring_tokens = q.window > 0 ? q.sinks + q.window + q.rollback_reserve : 0;
   char line[256];
   std::snprintf(line, sizeof line, "  %-10s %14s %14s", "context", "full cache", ring_tokens ? "ring cache" : "");
   os << line;
@@ -66,8 +66,16 @@ std::string memory_report(const MemoryQuery& q) {
     }
     os << "\n";
   }
-  if (ring_tokens) {
+  if (ring_tokens && q.rollback_reserve == 0) {
     os << "  ring: min(S + W, context) = min(" << q.sinks << " + " << q.window << ", context) tokens per sequence\n";
+  } else if (ring_tokens) {
+    os << "  ring: min(S + W + Q, context) = min(" << q.sinks << " + " << q.window << " + " << q.rollback_reserve
+       << ", context) tokens per sequence\n";
+    const double reserve = static_cast<double>(per_token) * static_cast<double>(q.rollback_reserve) *
+                           static_cast<double>(q.batch);
+    os << "  rollback reserve (spec 1.1 §3): " << q.rollback_reserve << " slots per sequence in every sliding layer = "
+       << human_bytes(reserve) << " for the batch; it honours a rollback to m tokens when H - m <= Q + 1 = "
+       << q.rollback_reserve + 1 << " (H: the high-water mark, spec 1.1 §5.1.2)\n";
   }
   return os.str();
 }

@@ -14,6 +14,7 @@ struct MemoryQuery {
   DType dtype = DType::f16;
   Int8Scheme int8_scheme = Int8Scheme::per_head;
   int64_t window = 0, sinks = 0;  ///< window 0: no ring
+  int64_t rollback_reserve = 0;   ///< Q (spec 1.1 §3): ring slots kept beyond S + W for rollbacks
   std::vector<int64_t> contexts{4096, 32768, 131072};
 };
 

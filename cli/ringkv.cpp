@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
   memory->add_option("--window", mem.window, "Sliding window W (adds the ring cache column)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   memory->add_option("--sinks", mem.sinks, "Sink tokens S")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  memory->add_option("--rollback-reserve", mem.rollback_reserve,
+                     "Rollback reserve Q (spec 1.1): ring slots beyond S + W for rolled-back draft tokens")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   memory->add_option("--context", mem.contexts, "Context lengths (repeatable; default 4096 32768 131072)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   memory->add_option("--batch", mem.batch, "Sequences")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
