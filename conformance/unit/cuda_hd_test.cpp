@@ -30,6 +30,7 @@
 #include "ringkv/cuda/ring.hpp"
 #include "ringkv/cuda/rope.hpp"
 #include "ringkv/cuda/softmax.hpp"
+#include "ringkv/engine.hpp"
 #include "ringkv/quant.hpp"
 #include "ringkv/ring.hpp"
 #include "ringkv/rope.hpp"
@@ -627,6 +628,160 @@ TEST(CudaHdRing, LandsLastCommitEqualsInOrderWritesInAnyOrder) {
     }
   }
   EXPECT_GT(cases, 1000);
+}
+
+// ---- decode_slots and rollback_slots against a token-by-token spec ring with rollbacks ----
+
+/// A spec ring (§3) of one geometry, token index per slot (−1 empty), with the honour rule's
+/// high-water mark of the reference (layer_honours_rollback, high_water_after_rollback).
+struct SpecRing {
+  ringkv::LayerConfig layer;
+  int64_t max_tokens = 1, capacity = 1, held = 0, high_water = 0;
+  std::vector<int64_t> token;
+
+  SpecRing(int64_t S, int64_t W, int64_t Q, int64_t max_tokens_) : max_tokens(max_tokens_) {
+    layer.sinks = S;
+    layer.window = W;
+    layer.rollback_reserve = Q;
+    capacity = ringkv::ring_capacity(layer, max_tokens);
+    token.assign(static_cast<size_t>(capacity), -1);
+  }
+  void append() {
+    token[static_cast<size_t>(ringkv::RingGeometry{layer.sinks, layer.window, capacity}.slot_of(held))] = held;
+    ++held;
+    high_water = std::max(high_water, held);
+  }
+  bool honours(int64_t m) const { return ringkv::layer_honours_rollback(layer, max_tokens, m, high_water); }
+  void roll_back(int64_t m) {
+    for (int64_t& t : token) t = t >= m ? -1 : t;
+    high_water = ringkv::high_water_after_rollback(layer, m, high_water);
+    held = m;
+  }
+};
+
+/// "" if decode_slots for the last token written (held − 1) names exactly the slots whose token
+/// is visible to it, each once, in increasing slot order, and min(i + 1, S + W) of them; else why
+/// not. Positions are checked through slot_visible with p0 = 1000 (position = p0 + index).
+std::string check_decode_slots(const SpecRing& r) {
+  const int64_t S = r.layer.sinks, W = r.layer.window, C = r.capacity, i = r.held - 1, p0 = 1000;
+  const cu::DecodeSlots v = cu::decode_slots(i, S, W, C);
+  std::vector<int64_t> want, got;
+  for (int64_t slot = 0; slot < C; ++slot) {
+    const int64_t j = r.token[static_cast<size_t>(slot)];
+    if (cu::slot_visible(i, j < 0 ? cu::kEmptySlot : p0 + j, p0, S, W)) want.push_back(slot);
+  }
+  for (int64_t k = 0; k < cu::decode_keys(v); ++k) got.push_back(cu::decode_slot(v, k));
+  const auto where = [&] {
+    return "S " + std::to_string(S) + " W " + std::to_string(W) + " Q " + std::to_string(r.layer.rollback_reserve) +
+           " C " + std::to_string(C) + " i " + std::to_string(i) + " end " + std::to_string(v.end) + " gap [" +
+           std::to_string(v.gap_begin) + ", +" + std::to_string(v.gap_len) + ")";
+  };
+  if (got != want) return where() + ": mapped slots differ from the visible ones";
+  if (static_cast<int64_t>(got.size()) != std::min(i + 1, S + W)) return where() + ": not min(i + 1, S + W) keys";
+  if (v.gap_len < 0 || v.end > C || (v.gap_len > 0 && v.gap_begin + v.gap_len > v.end)) return where() + ": gap outside [0, end)";
+  return "";
+}
+
+TEST(CudaHdRing, DecodeSlotsAreTheVisibleSlotsTokenByToken) {
+  int64_t checked = 0;
+  for (int64_t S = 0; S <= 5; ++S) {
+    for (int64_t W = 1; W <= 9; ++W) {
+      for (int64_t Q = 0; Q <= 6; ++Q) {
+        for (int64_t max_tokens = 1; max_tokens <= S + W + Q + 16; ++max_tokens) {  // capped rings included
+          SpecRing r(S, W, Q, max_tokens);
+          while (r.held < max_tokens) {
+            r.append();
+            const std::string why = check_decode_slots(r);
+            ASSERT_EQ(why, "");
+            if (Q == 0) {  // no reserve: today's range, nothing skipped
+              const cu::DecodeSlots v = cu::decode_slots(r.held - 1, S, W, r.capacity);
+              ASSERT_EQ(v.gap_len, 0) << "S " << S << " W " << W << " i " << r.held - 1;
+              ASSERT_EQ(v.end, cu::decode_range(r.held - 1, r.capacity)) << "S " << S << " W " << W;
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000);
+}
+
+/// "" if rollback_slots(m, held) covers every slot holding a token >= m and no slot holding one < m,
+/// with disjoint non-empty ranges inside [0, C); else why not.
+std::string check_rollback_slots(const SpecRing& r, int64_t m) {
+  const int64_t S = r.layer.sinks, C = r.capacity;
+  const cu::SlotRanges ranges = cu::rollback_slots(m, r.held, S, C);
+  std::vector<int> covered(static_cast<size_t>(C), 0);
+  const std::string where = "S " + std::to_string(S) + " C " + std::to_string(C) + " held " + std::to_string(r.held) +
+                            " m " + std::to_string(m);
+  for (int k = 0; k < ranges.count; ++k) {
+    if (ranges.begin[k] < 0 || ranges.begin[k] >= ranges.end[k] || ranges.end[k] > C) return where + ": bad range";
+    for (int64_t slot = ranges.begin[k]; slot < ranges.end[k]; ++slot) ++covered[static_cast<size_t>(slot)];
+  }
+  for (int64_t slot = 0; slot < C; ++slot) {
+    const int64_t j = r.token[static_cast<size_t>(slot)];
+    const int c = covered[static_cast<size_t>(slot)];
+    if (c > 1) return where + ": slot " + std::to_string(slot) + " in two ranges";
+    if (j >= m && c == 0) return where + ": slot " + std::to_string(slot) + " holds removed token " + std::to_string(j);
+    if (j >= 0 && j < m && c == 1) return where + ": slot " + std::to_string(slot) + " holds kept token " + std::to_string(j);
+  }
+  return "";
+}
+
+TEST(CudaHdRing, DecodeSlotsAndRollbackSlotsAfterHonouredRollbacks) {
+  // Every single rollback from every length, then appends to the end; and random schedules of
+  // appends and rollbacks (honoured ones applied, refused ones skipped), checking every query.
+  std::mt19937 rng(15);
+  int64_t rollbacks = 0, refused = 0, queries = 0;
+  std::string failure;
+  // A rollback to m < held if the rule honours it (rollback_slots checked first; none if m = held);
+  // then appends up to `until`, each query checked.
+  const auto roll_back_then_append = [&](SpecRing& r, int64_t m, int64_t until) {
+    if (m < r.held) {
+      if (!r.honours(m)) {
+        ++refused;
+        return;
+      }
+      failure = check_rollback_slots(r, m);
+      r.roll_back(m);
+      ++rollbacks;
+    }
+    while (r.held < until && failure.empty()) {
+      r.append();
+      failure = check_decode_slots(r);
+      ++queries;
+    }
+  };
+  for (int64_t S = 0; S <= 3; ++S) {
+    for (int64_t W = 1; W <= 6; ++W) {
+      for (int64_t Q = 0; Q <= 4; ++Q) {
+        for (int64_t max_tokens : {S + W - 1, S + W + Q, S + W + Q + 9}) {
+          if (max_tokens < 1) continue;
+          for (int64_t h = 1; h <= max_tokens; ++h) {
+            for (int64_t m = 0; m < h; ++m) {
+              SpecRing r(S, W, Q, max_tokens);
+              while (r.held < h) r.append();
+              roll_back_then_append(r, m, max_tokens);
+              ASSERT_EQ(failure, "") << " after a rollback from " << h << " to " << m;
+            }
+          }
+          for (int schedule = 0; schedule < 20; ++schedule) {
+            SpecRing r(S, W, Q, max_tokens);
+            for (int op = 0; op < 60; ++op) {
+              const bool back = r.held > 0 && rng() % 3 == 0;
+              const int64_t m = back ? static_cast<int64_t>(rng() % static_cast<uint64_t>(r.held)) : r.held;
+              roll_back_then_append(r, m, std::min(m + 1, max_tokens));  // m = held: just one append
+              ASSERT_EQ(failure, "") << " in schedule " << schedule << " op " << op;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(rollbacks, 10000);
+  EXPECT_GT(refused, 1000);
+  EXPECT_GT(queries, 100000);
 }
 
 // ================================================================ rope.hpp
