@@ -1,7 +1,8 @@
 // Tests of the CUDA engine core (cuda/include/ringkv/cuda/engine_core.hpp) on the plan
 // backend, which runs the kernels' launch plan on the host: split-K decode and long chunks
 // against the reference engine, the device entry point (step_resident) with f16 and bf16
-// inputs, constant memory, poisoning, and the rejection of bad steps.
+// inputs, constant memory, poisoning, the rejection of bad steps, and spec 1.1 rollback with a
+// rollback reserve (decode over decode_slots, refusals, rollback then reset, long chunks).
 //
 // Outputs are compared with the reference within 1e-5 relative + 1e-6 absolute (unit-scale
 // data); cache contents (snapshot) exactly.
@@ -11,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstddef>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -24,6 +26,7 @@
 #include "ringkv/config.hpp"
 #include "ringkv/cuda/engine_core.hpp"
 #include "ringkv/cuda/plan_backend.hpp"
+#include "ringkv/cuda/ring.hpp"
 #include "ringkv/cuda_engine.hpp"
 #include "ringkv/error.hpp"
 #include "ringkv/quant.hpp"
@@ -41,6 +44,7 @@ using ringkv::ReferenceEngine;
 using ringkv::RopeStyle;
 using ringkv::Rounding;
 using ringkv::SequenceReset;
+using ringkv::SequenceRollback;
 using ringkv::SequenceStep;
 using ringkv::StepBatch;
 using ringkv::StepError;
@@ -167,7 +171,7 @@ struct Twin {
 
   /// One step with these resets and appends (sequence, n) on both engines; outputs compared.
   void step(const std::vector<SequenceReset>& resets, const std::vector<std::pair<int, int64_t>>& appends,
-            const std::string& what) {
+            const std::string& what, const std::vector<SequenceRollback>& rollbacks = {}) {
     std::vector<Tensors> a, b;
     for (const auto& [seq, n] : appends) {
       a.push_back(make_tensors(config, seq, n, ++seed));
@@ -176,8 +180,8 @@ struct Twin {
     std::vector<SequenceStep> sa, sb;
     for (Tensors& t : a) sa.push_back(t.step());
     for (Tensors& t : b) sb.push_back(t.step());
-    ref.step(StepBatch{resets, sa});
-    plan->step(StepBatch{resets, sb});
+    ref.step(StepBatch{resets, sa, rollbacks});
+    plan->step(StepBatch{resets, sb, rollbacks});
     for (size_t i = 0; i < a.size(); ++i) {
       failures += expect_close(b[i].out, a[i].out, what + ", sequence " + std::to_string(a[i].sequence));
     }
@@ -633,4 +637,310 @@ TEST(CudaPlanErrors, BadStepsThrowNamingTheFieldAndChangeNothing) {
   good(0, 3);
   good(1, 4);
   good(0, 1);
+}
+
+// ================================================================ spec 1.1: rollback and the reserve
+
+namespace {
+
+/// A sliding layer of window W with S sinks and reserve Q.
+ringkv::LayerConfig layer_of(int64_t W, int64_t S, int64_t Q, RopeStyle rope) {
+  ringkv::LayerConfig l;
+  l.window = W;
+  l.sinks = S;
+  l.rollback_reserve = Q;
+  l.rope.style = rope;
+  return l;
+}
+
+/// A config of these layers and shapes (other fields at their defaults).
+Config config_of(std::vector<ringkv::LayerConfig> layers, int q_heads, int kv_heads, int head_dim, int batch,
+                 int64_t max_tokens) {
+  Config c;
+  c.layers = std::move(layers);
+  c.num_q_heads = q_heads;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.batch = batch;
+  c.max_tokens = max_tokens;
+  return c;
+}
+
+struct ReserveCase {
+  const char* name;
+  int head_dim;
+  KvFormat kv;  // K and V
+  int64_t tile;  // chunk_tile() wanted, 0: the default budget
+};
+void PrintTo(const ReserveCase& c, std::ostream* os) { *os << c.name; }
+
+/// Two sliding layers with reserves, Hq = 4 over Hkv = 2 (G = 2): with D = 64 and bf16 the warp
+/// kernel's plan (tiles of 16 keys), with D = 32 and f32 the block kernel's (tiles of 32).
+Config reserve_config(const ReserveCase& rc) {
+  // the long window last: last_splits() reports the last layer's decode launch
+  Config c = config_of({layer_of(9, 1, 3, RopeStyle::gptj), layer_of(150, 4, 21, RopeStyle::neox)}, 4, 2,
+                       rc.head_dim, 2, 700);
+  c.start_positions = {0, 5000};
+  c.k_format = c.v_format = rc.kv;
+  return c;
+}
+
+class CudaPlanRollback : public ::testing::TestWithParam<ReserveCase> {};
+
+TEST_P(CudaPlanRollback, VerifyAndAcceptAcrossTheWrapMatchesTheReference) {
+  // Speculative decoding: each round rolls back the rejected drafts of the last verify chunk and
+  // appends the next chunk of k + 1 tokens (k = 0: a decode step on the fused path), for both
+  // sequences, until both layers' rings have wrapped several times; outputs and rings as the
+  // reference's after every step.
+  const ReserveCase rc = GetParam();
+  const Config c = reserve_config(rc);
+  const cu::CoreOptions opts = rc.tile > 0 ? options_for_tile(c, rc.tile) : cu::CoreOptions{};
+  Twin t(c, opts);
+  const uint32_t k_ulps = 1;  // rope_sincos may differ from the C library in the last f64 bit
+  int64_t k_differing = 0;
+  t.step({}, {{0, 40}, {1, 1}}, "prefill");
+  std::mt19937 rng(rc.head_dim);
+  std::vector<int64_t> drafts(2, 0), held{40, 1};
+  int most_splits = 0;
+  for (int round = 0; round < 260 && t.failures == 0; ++round) {
+    std::vector<SequenceRollback> rollbacks;
+    std::vector<std::pair<int, int64_t>> appends;
+    for (int s = 0; s < 2; ++s) {
+      const auto su = static_cast<size_t>(s);
+      const int64_t rejected = drafts[su] > 0 ? static_cast<int64_t>(rng() % static_cast<uint32_t>(drafts[su] + 1)) : 0;
+      if (rejected > 0) rollbacks.push_back(SequenceRollback{s, rejected});
+      const int64_t n = 1 + static_cast<int64_t>(rng() % 4);
+      held[su] += n - rejected;
+      drafts[su] = n - 1;
+      appends.push_back({s, n});
+    }
+    t.step({}, appends, "round " + std::to_string(round), rollbacks);
+    most_splits = std::max(most_splits, t.plan->last_splits());
+    if (round % 20 == 0) t.expect_same_snapshots(k_ulps, "after round " + std::to_string(round), &k_differing);
+  }
+  EXPECT_EQ(t.failures, 0);
+  EXPECT_GT(std::min(held[0], held[1]), 2 * (4 + 150 + 21)) << "both sequences past the wrap twice";
+  EXPECT_GT(most_splits, 1) << "no decode used several splits";
+  t.expect_same_snapshots(k_ulps, "at the end", &k_differing);
+}
+
+/// Tokens of one stream: index j's q, k and v depend only on (salt, j), so a token appended in a
+/// chunk and the same token appended alone carry the same values.
+Tensors stream_tokens(const Config& c, int sequence, int64_t first, int64_t n, uint32_t salt) {
+  const auto L = static_cast<size_t>(c.layers.size());
+  const size_t qr = static_cast<size_t>(c.num_q_heads * c.head_dim), kr = static_cast<size_t>(c.num_kv_heads * c.head_dim);
+  Tensors t = make_tensors(c, sequence, n, 0);
+  for (int64_t j = 0; j < n; ++j) {
+    const Tensors one = make_tensors(c, sequence, 1, salt * 100003u + static_cast<uint32_t>(first + j));
+    const auto ju = static_cast<size_t>(j), nu = static_cast<size_t>(n);
+    for (size_t l = 0; l < L; ++l) {
+      std::copy_n(one.q.begin() + static_cast<std::ptrdiff_t>(l * qr), qr, t.q.begin() + static_cast<std::ptrdiff_t>((l * nu + ju) * qr));
+      std::copy_n(one.k.begin() + static_cast<std::ptrdiff_t>(l * kr), kr, t.k.begin() + static_cast<std::ptrdiff_t>((l * nu + ju) * kr));
+      std::copy_n(one.v.begin() + static_cast<std::ptrdiff_t>(l * kr), kr, t.v.begin() + static_cast<std::ptrdiff_t>((l * nu + ju) * kr));
+    }
+  }
+  return t;
+}
+
+/// Appends tokens [first, first + n) of stream `salt` to sequence 0 after the rollbacks; the outputs.
+std::vector<float> append(cu::EngineCore& e, const Config& c, int64_t first, int64_t n, uint32_t salt,
+                          const std::vector<SequenceRollback>& rollbacks = {}) {
+  Tensors t = stream_tokens(c, 0, first, n, salt);
+  const SequenceStep st = t.step();
+  e.step(StepBatch{{}, std::span<const SequenceStep>(&st, 1), rollbacks});
+  return t.out;
+}
+
+TEST_P(CudaPlanRollback, DecodeAfterRejectedDraftsIsBitIdenticalToNeverAppendingThem) {
+  // Engine a verifies drafts (chunks whose rejected tokens carry other data) and rolls the
+  // rejected ones back; engine b appends only the accepted tokens, one decode step at a time.
+  // The decode steps that follow, on the fused path, see the same keys in the same slots through
+  // decode_slots: bit-identical outputs (same batch, same split plan, same slot order).
+  const ReserveCase rc = GetParam();
+  Config c = reserve_config(rc);
+  c.batch = 1;
+  c.start_positions = {77};
+  const cu::CoreOptions opts = rc.tile > 0 ? options_for_tile(c, rc.tile) : cu::CoreOptions{};
+  auto a = make_core(c, opts), b = make_core(c, opts);
+  std::mt19937 rng(7);
+  int64_t held = 0;
+  int compared = 0, bad = 0;
+  append(*a, c, 0, 30, 1);
+  append(*b, c, 0, 30, 1);
+  held = 30;
+  while (held < 600 && bad == 0) {
+    const int64_t k = 1 + static_cast<int64_t>(rng() % 3), accepted = static_cast<int64_t>(rng() % static_cast<uint32_t>(k));
+    // a: the verify chunk = the next `accepted` tokens of the stream, then k - accepted drafts of another stream
+    Tensors chunk = stream_tokens(c, 0, held, k, 1);
+    const Tensors junk = stream_tokens(c, 0, held, k, 2);
+    const auto kv = static_cast<size_t>(c.num_kv_heads * c.head_dim), qv = static_cast<size_t>(c.num_q_heads * c.head_dim);
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+      for (int64_t j = accepted; j < k; ++j) {
+        const size_t row = l * static_cast<size_t>(k) + static_cast<size_t>(j);
+        std::copy_n(junk.q.begin() + static_cast<std::ptrdiff_t>(row * qv), qv, chunk.q.begin() + static_cast<std::ptrdiff_t>(row * qv));
+        std::copy_n(junk.k.begin() + static_cast<std::ptrdiff_t>(row * kv), kv, chunk.k.begin() + static_cast<std::ptrdiff_t>(row * kv));
+        std::copy_n(junk.v.begin() + static_cast<std::ptrdiff_t>(row * kv), kv, chunk.v.begin() + static_cast<std::ptrdiff_t>(row * kv));
+      }
+    }
+    const SequenceStep st = chunk.step();
+    a->step(StepBatch{{}, std::span<const SequenceStep>(&st, 1)});
+    for (int64_t j = 0; j < accepted; ++j) append(*b, c, held + j, 1, 1);
+    held += accepted;
+    // then decode steps: a's first one rolls the rejected drafts back in the same step
+    const std::vector<SequenceRollback> back{SequenceRollback{0, k - accepted}};
+    const int64_t decodes = 1 + static_cast<int64_t>(rng() % 4);
+    for (int64_t d = 0; d < decodes; ++d, ++held) {
+      const std::vector<float> oa = append(*a, c, held, 1, 1, d == 0 ? back : std::vector<SequenceRollback>{});
+      const std::vector<float> ob = append(*b, c, held, 1, 1);
+      bad += expect_bitwise(oa, ob, "decode of token " + std::to_string(held));
+      ++compared;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(compared, 200);
+  for (int l = 0; l < 2; ++l) {  // the visible keys agree; a's ring differs only in emptied and retained slots
+    const CacheSnapshot sa = *a->snapshot(l, 0), sb = *b->snapshot(l, 0);
+    const int64_t W = c.layers[static_cast<size_t>(l)].window, S = c.layers[static_cast<size_t>(l)].sinks;
+    for (size_t slot = 0; slot < sa.positions.size(); ++slot) {
+      if (!cu::slot_visible(held - 1, sb.positions[slot], 77, S, W)) continue;
+      EXPECT_EQ(sa.positions[slot], sb.positions[slot]) << "layer " << l << " slot " << slot;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaPlan, CudaPlanRollback,
+                         ::testing::Values(ReserveCase{"warp_kernel_bf16_d64", 64, KvFormat::of(DType::bf16), 0},
+                                           ReserveCase{"block_kernel_f32_d32", 32, KvFormat::of(DType::f32), 0},
+                                           ReserveCase{"block_kernel_int8_d32_tile2", 32,
+                                                       KvFormat::int8(Int8Scheme::q8_0, Rounding::nearest_even), 2}),
+                         [](const ::testing::TestParamInfo<ReserveCase>& param_info) {
+                           return std::string(param_info.param.name);
+                         });
+
+/// The spec's worked example (§5.1.2): S = 0, W = 4, Q = 4, C = 8.
+Config worked_example() { return config_of({layer_of(4, 0, 4, RopeStyle::neox)}, 2, 1, 8, 2, 32); }
+
+}  // namespace
+
+TEST(CudaPlanRollbackRules, RefusalIsTheReferencesAndChangesNothing) {
+  const Config c = worked_example();
+  Twin t(c, cu::CoreOptions{});
+  t.step({}, {{0, 20}, {1, 3}}, "20 tokens");
+  t.step({}, {{0, 1}}, "rollback(4) honoured, then a token", {SequenceRollback{0, 4}});
+  const std::vector<CacheSnapshot> before{*t.plan->snapshot(0, 0), *t.plan->snapshot(0, 1)};
+  const std::vector<SequenceRollback> refused{SequenceRollback{1, 1}, SequenceRollback{0, 4}};  // m = 13: refused
+  std::string ref_message, plan_message;
+  try {
+    t.ref.step(StepBatch{{}, {}, refused});
+  } catch (const StepError& e) {
+    ref_message = e.what();
+  }
+  try {
+    t.plan->step(StepBatch{{}, {}, refused});
+  } catch (const StepError& e) {
+    plan_message = e.what();
+  }
+  EXPECT_NE(ref_message.find("refused"), std::string::npos) << ref_message;
+  EXPECT_EQ(plan_message, ref_message);
+  // resident steps refuse the same way
+  std::string resident_message;
+  try {
+    t.plan->step_resident(cu::ResidentBatch{{}, {}, cu::kInF32, refused});
+  } catch (const StepError& e) {
+    resident_message = e.what();
+  }
+  EXPECT_EQ(resident_message, ref_message);
+  // nothing changed: not the other sequence's rollback either
+  expect_same_snapshot(*t.plan->snapshot(0, 0), before[0], 0, "sequence 0 after the refused step");
+  expect_same_snapshot(*t.plan->snapshot(0, 1), before[1], 0, "sequence 1 after the refused step");
+  t.step({}, {{0, 2}, {1, 1}}, "after the refusal");
+  t.expect_same_snapshots(1, "after the refusal", nullptr);
+  EXPECT_EQ(t.failures, 0);
+}
+
+TEST(CudaPlanRollbackRules, RollbackThenResetAndRollbackOfEverythingAreFresh) {
+  const Config c = worked_example();
+  Twin t(c, cu::CoreOptions{});
+  t.step({}, {{0, 11}, {1, 6}}, "tokens");
+  t.step({}, {}, "rollback of 3", {SequenceRollback{0, 3}});
+  t.step({SequenceReset{0, 900}}, {{0, 5}}, "reset then 5");
+  t.step({}, {{1, 2}}, "rollback of everything, then 2", {SequenceRollback{1, 6}});
+  t.expect_same_snapshots(1, "after reset and full rollback", nullptr);
+  // a reset and rollback(held) leave nothing of the old tokens: only the new ones' positions
+  const CacheSnapshot s0 = *t.plan->snapshot(0, 0), s1 = *t.plan->snapshot(0, 1);
+  for (int64_t pos : s0.positions) EXPECT_TRUE(pos == -1 || (pos >= 900 && pos < 905)) << pos;
+  for (int64_t pos : s1.positions) EXPECT_TRUE(pos == -1 || pos < 2) << pos;
+  const std::vector<SequenceReset> reset0{SequenceReset{0, 1}};
+  const std::vector<SequenceRollback> back0{SequenceRollback{0, 1}};
+  std::string message;
+  try {
+    t.plan->step(StepBatch{reset0, {}, back0});
+  } catch (const StepError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("step.rollbacks[0]"), std::string::npos) << "a rollback and a reset of one sequence: " << message;
+  for (int i = 0; i < 12; ++i) t.step({}, {{0, 1}, {1, 1}}, "decode " + std::to_string(i));
+  t.expect_same_snapshots(1, "after decodes", nullptr);
+  EXPECT_EQ(t.failures, 0);
+}
+
+TEST(CudaPlanRollbackRules, ChunksLongerThanTheWindowWithAReserve) {
+  // S = 2, W = 5, Q = 3 (C = 10): chunks of Q + 1, of more than W and of more than C, across the wrap
+  // and after rollbacks, on both paths and with sub-chunks of 2 tokens.
+  Config c = config_of({layer_of(5, 2, 3, RopeStyle::neox), layer_of(3, 0, 3, RopeStyle::none)}, 4, 2, 8, 1, 64);
+  c.start_positions = {31};
+  for (cu::DecodePath path : {cu::DecodePath::fused, cu::DecodePath::cublas}) {
+    for (int64_t tile : {int64_t{0}, int64_t{2}}) {
+      cu::CoreOptions opts = tile > 0 ? options_for_tile(c, tile, path) : cu::CoreOptions{};
+      opts.path = path;
+      Twin t(c, opts);
+      const std::string what = std::string(path == cu::DecodePath::fused ? "fused" : "cublas") + " tile " + std::to_string(tile);
+      t.step({}, {{0, 13}}, what + ": 13 from empty");
+      t.step({}, {{0, 4}}, what + ": rollback 2, chunk Q + 1", {SequenceRollback{0, 2}});
+      t.step({}, {{0, 12}}, what + ": rollback 3, chunk 12", {SequenceRollback{0, 3}});
+      t.step({}, {{0, 1}}, what + ": rollback 4, decode", {SequenceRollback{0, 4}});
+      t.step({}, {{0, 9}}, what + ": chunk 9");
+      t.step({}, {{0, 11}}, what + ": rollback 1, chunk 11", {SequenceRollback{0, 1}});
+      t.expect_same_snapshots(1, what, nullptr);
+      EXPECT_EQ(t.failures, 0) << what;
+    }
+  }
+}
+
+TEST(CudaPlanRollbackRules, PoisonHitsEmptiedSlotsNotRetainedOnes) {
+  // After rollbacks, poison_empty_slots() writes NaN into the emptied slots (position −1) and leaves
+  // the retained ones (occupied, beyond the window) alone, as the reference does; no output reads
+  // a poisoned slot.
+  Config c = config_of({layer_of(6, 1, 5, RopeStyle::neox)}, 4, 2, 64, 1, 80);
+  c.k_format = c.v_format = KvFormat::of(DType::bf16);
+  Twin t(c, cu::CoreOptions{});
+  int64_t retained = 0, emptied = 0;
+  const auto poison_and_check = [&](const std::string& what) {
+    ASSERT_TRUE(t.plan->poison_empty_slots());
+    const CacheSnapshot snap = *t.plan->snapshot(0, 0);
+    const auto row = static_cast<size_t>(c.num_kv_heads * c.head_dim);
+    for (size_t slot = 0; slot < snap.positions.size(); ++slot) {
+      const bool empty = snap.positions[slot] == -1;
+      for (size_t e = slot * row; e < (slot + 1) * row; ++e) {
+        ASSERT_EQ(std::isnan(snap.k[e]), empty) << what << ": slot " << slot;
+        ASSERT_EQ(std::isnan(snap.v[e]), empty) << what << ": slot " << slot;
+      }
+    }
+  };
+  t.step({}, {{0, 20}}, "20 tokens");
+  int64_t held = 20;
+  for (int round = 0; round < 15; ++round) {
+    const int64_t back = 1 + round % 3, n = 1 + round % 4;
+    t.step({}, {{0, n}}, "round " + std::to_string(round), {SequenceRollback{0, back}});
+    held += n - back;
+    poison_and_check("round " + std::to_string(round));
+    const CacheSnapshot snap = *t.ref.snapshot(0, 0);
+    for (int64_t pos : snap.positions) {
+      emptied += pos == -1;
+      retained += pos != -1 && !cu::slot_visible(held - 1, pos, 0, 1, 6);
+    }
+  }
+  EXPECT_GT(emptied, 0);
+  EXPECT_GT(retained, 0);
+  EXPECT_EQ(t.failures, 0);
 }

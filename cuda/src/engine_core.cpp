@@ -36,19 +36,17 @@ size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
 }  // namespace
 
-Capabilities core_capabilities() { return Capabilities{}; }
+Capabilities core_capabilities() {
+  Capabilities caps;
+  caps.rollback = true;
+  caps.max_rollback_reserve = int64_t{1} << 30;
+  return caps;
+}
 Capabilities EngineCore::capabilities() { return core_capabilities(); }
 
 EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOptions options)
     : config_(std::move(config)), backend_(std::move(backend)), options_(std::move(options)) {
   validate(config_);
-  for (size_t l = 0; l < config_.layers.size(); ++l) {
-    if (config_.layers[l].rollback_reserve != 0) {
-      throw ConfigError("layers[" + std::to_string(l) + "].rollback_reserve = " +
-                        std::to_string(config_.layers[l].rollback_reserve) +
-                        ": must be 0: the cuda engines do not support spec 1.1 rollback yet");
-    }
-  }
   const int B = config_.batch, Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
   const auto L = static_cast<int>(config_.layers.size());
   group_ = Hq / Hkv;
@@ -56,6 +54,7 @@ EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOpti
   vf_ = format_desc(config_.v_format, D);
   p0_.resize(sz(B));
   seen_.assign(sz(B), 0);
+  high_water_.assign(sz(L) * sz(B), 0);
   resident_view_.resize(sz(B));
   for (int s = 0; s < B; ++s) p0_[sz(s)] = start_position(config_, s);
 
@@ -195,14 +194,47 @@ LayerShape EngineCore::shape(int layer) const {
   return s;
 }
 
+void EngineCore::apply_rollbacks(std::span<const SequenceRollback> rollbacks) {
+  const size_t B = sz(config_.batch);
+  for (const SequenceRollback& rb : rollbacks) {
+    const int64_t held = seen_[sz(rb.sequence)], m = held - rb.n_tokens;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      // Every slot holding a removed token (index >= m) becomes empty: the slots of [m, held),
+      // at most three ranges. The honour rule guarantees no later query needs what they held.
+      const RingLayerView& r = layers_[l].ring;
+      const SlotRanges empty = rollback_slots(m, held, r.sinks, r.capacity);
+      for (int k = 0; k < empty.count; ++k) {
+        backend_->fill(r.positions + sz(rb.sequence) * sz(r.capacity) + sz(empty.begin[k]), 0xff,
+                       sz(empty.end[k] - empty.begin[k]) * sizeof(int64_t));
+      }
+      int64_t& H = high_water_[l * B + sz(rb.sequence)];
+      H = high_water_after_rollback(config_.layers[l], m, H);
+    }
+    seen_[sz(rb.sequence)] = m;
+  }
+}
+
 void EngineCore::apply_resets(std::span<const SequenceReset> resets) {
+  const size_t B = sz(config_.batch);
   for (const SequenceReset& r : resets) {
-    for (const LayerState& st : layers_) {
-      backend_->fill(st.ring.positions + sz(r.sequence) * sz(st.ring.capacity), 0xff,
-                     sz(st.ring.capacity) * sizeof(int64_t));
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const RingLayerView& ring = layers_[l].ring;
+      backend_->fill(ring.positions + sz(r.sequence) * sz(ring.capacity), 0xff, sz(ring.capacity) * sizeof(int64_t));
+      high_water_[l * B + sz(r.sequence)] = 0;
     }
     p0_[sz(r.sequence)] = r.start_position;
     seen_[sz(r.sequence)] = 0;
+  }
+}
+
+template <class Appends>
+void EngineCore::raise_high_water(const Appends& appends) {
+  const size_t B = sz(config_.batch);
+  for (const auto& a : appends) {
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      int64_t& H = high_water_[l * B + sz(a.sequence)];
+      H = std::max(H, seen_[sz(a.sequence)]);
+    }
   }
 }
 
@@ -252,7 +284,9 @@ void EngineCore::run_decode(std::span<const SeqItem> items, int input_type) {
     d.head_chunks = (group_ + d.heads_per_block - 1) / d.heads_per_block;
     d.tile = d.warp_heads > 0 ? 32 / d.warp_heads : decode_tile(D);
     int64_t longest = 1;
-    for (const SeqItem& it : items) longest = std::max(longest, decode_range(it.first, st.ring.capacity));
+    for (const SeqItem& it : items) {
+      longest = std::max(longest, decode_keys(decode_slots(it.first, st.ring.sinks, st.ring.window, st.ring.capacity)));
+    }
     const int64_t units = int64_t{num} * Hkv * d.head_chunks;
     d.plan = d.warp_heads > 0
                  ? plan_splits(longest, units, backend_->sm_count() * kDecodeWarpsPerSm, d.tile, max_splits_, 2, 4)
@@ -401,8 +435,11 @@ void EngineCore::step_resident(const ResidentBatch& batch) {
     resident_view_[a] = SequenceStep{s.sequence, s.n_tokens, static_cast<const float*>(s.q),
                                      static_cast<const float*>(s.k), static_cast<const float*>(s.v), s.out};
   }
-  validate_step(config_, StepBatch{batch.resets, std::span<const SequenceStep>(resident_view_.data(), batch.appends.size())},
-                seen_, /*check_values=*/false);
+  const StepBatch view{batch.resets, std::span<const SequenceStep>(resident_view_.data(), batch.appends.size()),
+                       batch.rollbacks};
+  validate_step(config_, view, seen_, /*check_values=*/false);
+  check_rollbacks_honoured(config_, view, seen_, high_water_);  // refused: nothing changed
+  apply_rollbacks(batch.rollbacks);
   apply_resets(batch.resets);
   size_t num = 0;
   for (const ResidentStep& s : batch.appends) {
@@ -421,13 +458,13 @@ void EngineCore::step_resident(const ResidentBatch& batch) {
     }
   }
   for (const ResidentStep& s : batch.appends) seen_[sz(s.sequence)] += s.n_tokens;
+  raise_high_water(batch.appends);
 }
 
 void EngineCore::step(const StepBatch& batch) {
-  if (!batch.rollbacks.empty()) {
-    throw StepError("step.rollbacks: the cuda engines do not support spec 1.1 rollback yet (Capabilities::rollback)");
-  }
-  validate_step(config_, batch, seen_);  // throws before anything changes
+  validate_step(config_, batch, seen_);                         // throws before anything changes
+  check_rollbacks_honoured(config_, batch, seen_, high_water_);  // a refused rollback too
+  apply_rollbacks(batch.rollbacks);
   apply_resets(batch.resets);
   const int Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
   const auto L = static_cast<int64_t>(config_.layers.size());
@@ -473,6 +510,7 @@ void EngineCore::step(const StepBatch& batch) {
     }
   }
   for (const SequenceStep& s : batch.appends) seen_[sz(s.sequence)] += s.n_tokens;
+  raise_high_water(batch.appends);
   backend_->synchronize();
 }
 

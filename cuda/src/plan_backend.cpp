@@ -2,7 +2,8 @@
 // host, one simulated block after another, in the order and with the
 // arithmetic the kernels use: the same __host__ __device__ functions, the same
 // split planning, the same tile order over the visible slots, per-split online
-// softmax in f32 and the same log-sum-exp merge. What it does not reproduce is
+// softmax in f32 and the same log-sum-exp merge. Decode visits the keys of
+// decode_slots() (ring.hpp) in slot order, as the kernels do. What it does not reproduce is
 // only the mapping onto threads (the order of the per-key dot product, of the
 // in-tile sum of weights and of the in-tile P·V sum, which the kernels reduce
 // across lanes, the warp kernel with fused multiply-adds), shared memory and
@@ -150,7 +151,8 @@ void PlanBackend::decode(const DecodeParams& p) {
   std::vector<OnlineSoftmax> st(sz(HB));
   for (int i = 0; i < p.num_items; ++i) {
     const SeqItem& it = p.items[i];
-    const int64_t visible = decode_range(it.first, p.ring.capacity);
+    const DecodeSlots vis = decode_slots(it.first, p.ring.sinks, p.ring.window, p.ring.capacity);
+    const int64_t visible = decode_keys(vis);
     for (int g = 0; g < Hkv; ++g) {
       for (int c = 0; c < p.head_chunks; ++c) {
         const int h0 = g * G + c * HB;
@@ -167,7 +169,7 @@ void PlanBackend::decode(const DecodeParams& p) {
             const int nt = static_cast<int>(std::min<int64_t>(T, e - t0));
             // scores of the tile: each K row decoded once, used by every head of the block
             for (int kk = 0; kk < nt; ++kk) {
-              const int64_t slot = t0 + kk;
+              const int64_t slot = decode_slot(vis, t0 + kk);
               const uint8_t* kr = ring_row(p.ring.k, p.ring, it.sequence, slot, g, Hkv, k_row);
               const float* ksc = ring_scales(p.ring.k_scales, p.ring, it.sequence, slot, g, Hkv, p.kf.scales_per_row);
               for (int d = 0; d < D; ++d) krow[sz(d)] = decode_element(p.kf, kr, ksc, d);

@@ -47,6 +47,7 @@ struct ResidentBatch {
   std::span<const SequenceReset> resets;
   std::span<const ResidentStep> appends;
   int input_type = kInF32;  ///< kInF32, kInF16, kInBF16
+  std::span<const SequenceRollback> rollbacks{};  ///< spec 1.1, applied first, as in step()
 };
 
 class EngineCore : public Engine {
@@ -91,7 +92,12 @@ class EngineCore : public Engine {
 
   void* alloc(size_t bytes);
   LayerShape shape(int layer) const;
+  /// Spec 1.1 §5.1: the validated and honoured rollbacks of a step, then its resets.
+  void apply_rollbacks(std::span<const SequenceRollback> rollbacks);
   void apply_resets(std::span<const SequenceReset> resets);
+  /// H_l of every (layer, sequence) after a step's appends (spec 1.1 §5.1.2).
+  template <class Appends>
+  void raise_high_water(const Appends& appends);
   void run_decode(std::span<const SeqItem> items, int input_type);
   void run_chunk(const SeqItem& item, int input_type);
 
@@ -102,6 +108,7 @@ class EngineCore : public Engine {
   std::vector<LayerState> layers_;
   std::vector<Buffer> buffers_;
   std::vector<int64_t> p0_, seen_;
+  std::vector<int64_t> high_water_;  // [L][B] H_l (spec 1.1 §5.1.2), as the reference keeps it
   size_t ring_bytes_ = 0;
   int64_t max_capacity_ = 1;
   int64_t chunk_tile_ = 1;
@@ -133,7 +140,9 @@ class EngineCore : public Engine {
   std::vector<SequenceStep> resident_view_;  // [B] step_resident's appends, for validate_step
 };
 
-/// The capabilities of the CUDA engine and of cuda-plan: every feature of spec 1.
+/// The capabilities of the CUDA engine and of cuda-plan: every feature of spec 1, and spec 1.1's
+/// rollback with a reserve up to 2^30 (config validation's bound; the ring, allocated once, never
+/// exceeds max_tokens slots per layer and sequence, whatever the reserve).
 Capabilities core_capabilities();
 
 }  // namespace ringkv::cuda

@@ -31,7 +31,7 @@ struct RingLayerView {
   float* k_scales = nullptr;     ///< [B][C][Hkv][k.scales_per_row] stored INT8 scales (null if none)
   float* v_scales = nullptr;     ///< [B][C][Hkv][v.scales_per_row]
   int64_t* positions = nullptr;  ///< [B][C] true position per slot, kEmptySlot if empty
-  int64_t capacity = 1;          ///< C = min(S + W, max_tokens)
+  int64_t capacity = 1;          ///< C = min(S + W + Q, max_tokens)
   int64_t sinks = 0;             ///< S
   int64_t window = 1;            ///< W
 };
@@ -146,7 +146,8 @@ RINGKV_HD int decode_warp_heads(int group, int head_dim, const FormatDesc& kf, c
 /// One decode query per item (n = 1, its token already written). Work units:
 /// items × Hkv × head_chunks × plan.splits; unit (i, g, c, s) serves query heads
 /// g·G + c·heads_per_block .. + heads_per_block of item i over split s of its
-/// slots [0, decode_range(index, C)), tile by tile in slot order. The block kernel
+/// keys [0, decode_keys(v)), v = decode_slots(index, S, W, C), tile by tile in slot
+/// order, key k read from slot decode_slot(v, k) (ring.hpp). The block kernel
 /// runs a unit per block of kDecodeThreads; the warp kernel (warp_heads > 0) a unit
 /// per warp, kDecodeWarpsPerBlock units per block, with tile = 32 / warp_heads.
 struct DecodeParams {
