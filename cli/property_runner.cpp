@@ -380,11 +380,16 @@ std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const 
     } else if (!std::regex_search(p.name, keep) || std::regex_search(p.name, drop)) {
       continue;
     }
-    if (p.needs_snapshot && !factory.capabilities.snapshot) {
+    const char* skip = p.needs_snapshot && !factory.capabilities.snapshot
+                           ? "skipped: the engine exposes no cache snapshot"
+                       : p.needs_rollback && !factory.capabilities.rollback
+                           ? "skipped: rollback: not supported (the engine does not declare spec 1.1 rollback)"
+                           : nullptr;
+    if (skip) {
       PropertyOutcome o;
       o.name = p.name;
       o.passed = o.skipped = true;
-      o.report = "skipped: the engine exposes no cache snapshot";
+      o.report = skip;
       out.push_back(o);
       continue;
     }

@@ -3,14 +3,14 @@
 # fatal: -fno-sanitize-recover=all) builds the CLI, the plugin worker and plugins and the test programs
 # that read untrusted input or drive foreign code, and runs them (the CLI tests include
 # `ringkv check --properties --cases 20` on every built-in engine and on the reference plugin), then
-# `ringkv check --properties` on the reference engine (every golden case, the 12 properties at 100
+# `ringkv check --properties` on the reference engine (every golden case, the 13 properties at 100
 # cases) under LeakSanitizer.
 #
 # Run here under ASan: ringkv_unit_tests, ringkv_tolerance_tests, ringkv_golden_tests,
 # ringkv_golden_outputs_tests, ringkv_abi_tests (every fault plugin), the allocation counter, the fuzz
 # regression replays and the CLI tests. Not built here, to keep CI within its time on 2 cores, each
 # covered by another run under ASan:
-#   ringkv_property_tests and ringkv_cuda_plan_property_tests: the same 12 properties on the same
+#   ringkv_property_tests and ringkv_cuda_plan_property_tests: the same 13 properties on the same
 #     engines (reference, cuda-plan, cuda-plan-cublas) that `ringkv check --properties` runs below;
 #   ringkv_mutant_tests: the mutants and controls are the reference engine's code with one change,
 #     which the property run below and the mutant plugins of ringkv_abi_tests exercise;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ringkv/quant.hpp"
 #include "ringkv/reference_engine.hpp"
@@ -103,6 +104,184 @@ class ResetClearsFirstLayerOnly : public ReferenceEngine {
  protected:
   void clear_sequence(int sequence) override { ring_mut(0, sequence).reset(); }
   const char* engine_name() const override { return "mutant:reset_clears_first_layer_only"; }
+};
+
+// ---- spec 1.1 rollback (§5.1): each plants a bug engines have shipped with speculative decoding ----
+
+// Rollback does nothing: counts, slots and high-water marks stay (mlx-swift-lm #424: once a layer has
+// wrapped, the cache calls itself untrimmable and the rollback of rejected draft tokens is a no-op).
+class RollbackIgnored : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void roll_back(int, int64_t) override {}
+  const char* engine_name() const override { return "mutant:rollback_ignored"; }
+};
+
+// Only some layers roll back; the others keep the removed tokens and keep counting from where they
+// were (each layer cache with its own offset, as in mlx-lm): their next token takes the wrong index
+// and position, and the rejected drafts stay visible. `sliding_only`: the sliding layers roll back;
+// else only layer 0 does.
+class PartialRollback : public ReferenceEngine {
+ public:
+  PartialRollback(Config c, bool sliding_only)
+      : ReferenceEngine(std::move(c)),
+        sliding_only_(sliding_only),
+        offset_(config_.layers.size() * static_cast<size_t>(config_.batch), 0) {}
+
+ protected:
+  bool rolls_back(int layer) const {
+    return sliding_only_ ? config_.layers[static_cast<size_t>(layer)].window < config_.max_tokens : layer == 0;
+  }
+  int64_t& offset(int layer, int sequence) { return offset_[ring_index(layer, sequence)]; }
+  void roll_back(int sequence, int64_t m) override {
+    for (size_t l = 0; l < config_.layers.size(); ++l) {
+      const auto li = static_cast<int>(l);
+      if (!rolls_back(li)) continue;
+      RingKvCache& ring = ring_mut(li, sequence);
+      for (int64_t slot = 0; slot < ring.capacity(); ++slot) {
+        const int64_t pos = ring.position(slot);
+        if (pos != RingKvCache::kEmpty && pos - start_of(sequence) >= m) ring.set_position(slot, RingKvCache::kEmpty);
+      }
+      offset(li, sequence) = m;
+      high_water(li, sequence) = high_water_after_rollback(config_.layers[l], m, high_water(li, sequence));
+    }
+    seen_mut(sequence) = m;
+  }
+  void clear_sequence(int sequence) override {
+    ReferenceEngine::clear_sequence(sequence);
+    for (size_t l = 0; l < config_.layers.size(); ++l) offset(static_cast<int>(l), sequence) = 0;
+  }
+  void process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k, const float* v,
+                     float* out) override {
+    const int64_t qs = int64_t{config_.num_q_heads} * config_.head_dim;
+    const int64_t kvs = int64_t{config_.num_kv_heads} * config_.head_dim;
+    int64_t& first = offset(layer, sequence);
+    for (int64_t t = 0; t < n; ++t) {
+      write_token(layer, sequence, first + t, k + t * kvs, v + t * kvs);
+      attend_token(layer, sequence, first + t, q + t * qs, out + t * qs);
+    }
+    first += n;
+  }
+  const char* engine_name() const override {
+    return sliding_only_ ? "mutant:rollback_sliding_layers_only" : "mutant:rollback_first_layer_only";
+  }
+
+ private:
+  bool sliding_only_;
+  std::vector<int64_t> offset_;  // [layer][sequence] the index of each layer's next token
+};
+
+// Rollback restores the count but leaves the removed tokens' slots in place; a re-appended token whose
+// slot already records its position is taken as cached and not written, so the rejected draft's K/V
+// stay where the accepted token's belong (prompt-cache reuse keyed by position).
+class StaleContentsOnReappend : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void roll_back(int sequence, int64_t m) override {
+    for (size_t l = 0; l < config_.layers.size(); ++l) {
+      int64_t& H = high_water(static_cast<int>(l), sequence);
+      H = high_water_after_rollback(config_.layers[l], m, H);
+    }
+    seen_mut(sequence) = m;
+  }
+  void process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k, const float* v,
+                     float* out) override {
+    const int64_t qs = int64_t{config_.num_q_heads} * config_.head_dim;
+    const int64_t kvs = int64_t{config_.num_kv_heads} * config_.head_dim;
+    const int64_t first = seen_of(sequence);
+    const RingKvCache& r = ring(layer, sequence);
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t index = first + t;
+      if (r.position(r.geometry().slot_of(index)) != start_of(sequence) + index) {
+        write_token(layer, sequence, index, k + t * kvs, v + t * kvs);
+      }
+      attend_token(layer, sequence, index, q + t * qs, out + t * qs);
+    }
+  }
+  const char* engine_name() const override { return "mutant:stale_contents_on_reappend"; }
+};
+
+// Rolls back by slicing the ring by logical length (mlx-vlm #1715): slots numbered m and above are
+// emptied, as if slot = index, which holds only before the wrap; and, like an engine whose ring never
+// held a later token, the mask checks only the window's lower edge. After the wrap the removed tokens
+// stay in their slots and the next queries attend them.
+class RollbackTruncatesByLength : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void roll_back(int sequence, int64_t m) override {
+    for (size_t l = 0; l < config_.layers.size(); ++l) {
+      const auto li = static_cast<int>(l);
+      RingKvCache& ring = ring_mut(li, sequence);
+      for (int64_t slot = std::min(m, ring.capacity()); slot < ring.capacity(); ++slot) {
+        ring.set_position(slot, RingKvCache::kEmpty);
+      }
+      high_water(li, sequence) = high_water_after_rollback(config_.layers[l], m, high_water(li, sequence));
+    }
+    seen_mut(sequence) = m;
+  }
+  bool slot_visible(int layer, int64_t i, int64_t pos, int64_t p0) const override {
+    const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+    return pos != RingKvCache::kEmpty && (pos - p0 < L.sinks || pos - p0 > i - L.window);
+  }
+  const char* engine_name() const override { return "mutant:rollback_truncates_by_length"; }
+};
+
+// A verify chunk (several tokens) attends every key the ring still holds: with a reserve the ring keeps
+// W + Q keys, and the keys that left the window but not the ring stay visible (transformers #48280:
+// more K/V columns than the mask advertised). Decode steps are right.
+class VerifyChunkEvictsNothing : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k, const float* v,
+                     float* out) override {
+    in_chunk_ = n > 1;
+    ReferenceEngine::process_chunk(layer, sequence, n, q, k, v, out);
+    in_chunk_ = false;
+  }
+  bool slot_visible(int layer, int64_t i, int64_t pos, int64_t p0) const override {
+    if (!in_chunk_) return ReferenceEngine::slot_visible(layer, i, pos, p0);
+    return pos != RingKvCache::kEmpty && pos - p0 <= i;
+  }
+  const char* engine_name() const override { return "mutant:verify_chunk_evicts_nothing"; }
+
+ private:
+  bool in_chunk_ = false;
+};
+
+// Honours every rollback: one that reaches keys a later write has overwritten goes through silently,
+// and later queries miss those keys (a rollback beyond the reserve accepted; mlx-lm #1423).
+class RollbackBeyondReserveAccepted : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void check_rollbacks(const StepBatch&) const override {}
+  const char* engine_name() const override { return "mutant:rollback_beyond_reserve_accepted"; }
+};
+
+// Decides refusals from the current length instead of the high-water mark: a second rollback after a
+// first one and a shorter re-append is honoured though the first rollback's tokens overwrote its keys.
+class RefusalFromCurrentLength : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void check_rollbacks(const StepBatch& batch) const override {
+    std::vector<int64_t> held(static_cast<size_t>(config_.batch));
+    for (int s = 0; s < config_.batch; ++s) held[static_cast<size_t>(s)] = tokens_seen(s);
+    std::vector<int64_t> as_high_water;  // [layer][sequence]: the length stands in for H
+    for (size_t l = 0; l < config_.layers.size(); ++l) as_high_water.insert(as_high_water.end(), held.begin(), held.end());
+    check_rollbacks_honoured(config_, batch, held, as_high_water);
+  }
+  const char* engine_name() const override { return "mutant:refusal_from_current_length"; }
 };
 
 // Sinks are not pinned: the ring rotates over all S + W slots and evicts them.
@@ -388,6 +567,28 @@ EngineFactory factory(const std::string& name, Extra... extra) {
 }
 
 }  // namespace
+
+const std::vector<MutantInfo>& rollback_mutants() {
+  static const std::vector<MutantInfo> mutants{
+      {"rollback_ignored", "a rollback does nothing: the rejected drafts stay and the count goes on",
+       factory<RollbackIgnored>("rollback_ignored")},
+      {"rollback_sliding_layers_only", "only the sliding layers roll back; the global ones keep the drafts and count on",
+       factory<PartialRollback>("rollback_sliding_layers_only", true)},
+      {"rollback_first_layer_only", "only the first layer rolls back; the others keep the drafts and count on",
+       factory<PartialRollback>("rollback_first_layer_only", false)},
+      {"stale_contents_on_reappend", "the count goes back, the slots stay; a re-appended token whose slot records "
+       "its position is not written (stale K/V)", factory<StaleContentsOnReappend>("stale_contents_on_reappend")},
+      {"rollback_truncates_by_length", "empties slots numbered m and above (slot = index), so after the wrap the "
+       "removed tokens stay and are attended", factory<RollbackTruncatesByLength>("rollback_truncates_by_length")},
+      {"verify_chunk_evicts_nothing", "a chunk attends every key the ring holds: keys in the reserve beyond the "
+       "window stay visible", factory<VerifyChunkEvictsNothing>("verify_chunk_evicts_nothing")},
+      {"rollback_beyond_reserve_accepted", "honours every rollback, also one whose keys later writes overwrote",
+       factory<RollbackBeyondReserveAccepted>("rollback_beyond_reserve_accepted")},
+      {"refusal_from_current_length", "decides refusals from the current length, not the high-water mark",
+       factory<RefusalFromCurrentLength>("refusal_from_current_length")},
+  };
+  return mutants;
+}
 
 const std::vector<MutantInfo>& all_mutants() {
   static const std::vector<MutantInfo> mutants{

@@ -21,6 +21,9 @@ struct MutantInfo {
 
 /// Every mutant, then the controls (must_pass = true).
 const std::vector<MutantInfo>& all_mutants();
+/// The spec 1.1 rollback mutants (§5.1): engines declaring rollback that get it wrong. Every one must
+/// be killed by the Rollback property and by at least three committed golden cases.
+const std::vector<MutantInfo>& rollback_mutants();
 
 /// `engine` ("reference", "window_plus_one", "window_minus_one" or "sinks_evicted") with the
 /// numerics a named profile of profiles/ describes, declaring that profile (or the named profile

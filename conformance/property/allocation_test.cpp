@@ -41,6 +41,7 @@ namespace ringkv::conformance {
 namespace {
 
 struct PreparedStep {
+  std::vector<SequenceRollback> rollbacks;
   std::vector<SequenceReset> resets;
   std::vector<std::vector<float>> q, k, v, out;
   std::vector<SequenceStep> appends;
@@ -54,8 +55,17 @@ std::vector<PreparedStep> prepare(const Case& c) {
   std::vector<int> stream(static_cast<size_t>(cfg.batch));
   std::vector<int64_t> seen(static_cast<size_t>(cfg.batch), 0);
   for (int s = 0; s < cfg.batch; ++s) stream[static_cast<size_t>(s)] = c.initial_stream(s);
+  ScheduleTracker tracker(c);
   for (size_t i = 0; i < c.steps.size(); ++i) {
     PreparedStep& p = steps[i];
+    // A refused step (spec 1.1) throws, and an exception allocates: only honoured steps are sent.
+    if (!tracker.honoured(c.steps[i])) continue;
+    tracker.apply(c.steps[i]);
+    for (const RollbackPlan& rb : c.steps[i].rollbacks) {
+      p.rollbacks.push_back({rb.sequence, rb.n_tokens});
+      stream[static_cast<size_t>(rb.sequence)] = rb.stream;
+      seen[static_cast<size_t>(rb.sequence)] -= rb.n_tokens;
+    }
     for (const ResetPlan& r : c.steps[i].resets) {
       p.resets.push_back({r.sequence, r.start_position});
       stream[static_cast<size_t>(r.sequence)] = r.stream;
@@ -84,15 +94,25 @@ std::vector<PreparedStep> prepare(const Case& c) {
   return steps;
 }
 
-RC_GTEST_PROP(ReferenceEngine, NoAllocationAfterConstruction, ()) {
-  const Case c = *gen_case(ReferenceEngine::capabilities());
+void expect_no_allocation(const Case& c) {
   std::vector<PreparedStep> steps = prepare(c);
   ReferenceEngine engine(c.config);
   const long before = g_allocations.load();
-  for (const PreparedStep& p : steps) engine.step(StepBatch{p.resets, p.appends});
+  for (const PreparedStep& p : steps) engine.step(StepBatch{p.resets, p.appends, p.rollbacks});
   engine.reset(0, 0);
   const long during = g_allocations.load() - before;
   RC_ASSERT(during == 0L);
+}
+
+RC_GTEST_PROP(ReferenceEngine, NoAllocationAfterConstruction, ()) {
+  expect_no_allocation(*gen_case(ReferenceEngine::capabilities()));
+}
+
+// Spec 1.1: rollbacks (and the reserve's larger rings) allocate nothing either.
+RC_GTEST_PROP(ReferenceEngine, NoAllocationAfterConstructionWithRollbacks, ()) {
+  const Case c = *gen_rollback_case(ReferenceEngine::capabilities());
+  RC_TAG(ScheduleTracker::has_rollbacks(c) ? "with rollbacks" : "without");
+  expect_no_allocation(c);
 }
 
 // The counter works: a vector allocation is seen.

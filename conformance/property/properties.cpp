@@ -599,6 +599,15 @@ void prop_layer_independence(const EngineFactory& f, const Case& c) {
                          run_and_compare(f, a, b, {}, cmp, true)));
 }
 
+// ---------------------------------------------------------------- 13
+void prop_rollback(const EngineFactory& f, const Case& c) {
+  if (!expressible(f, c)) return;
+  RunOptions o = property_run();
+  o.check_ring = f.capabilities.snapshot;  // rolled-back slots empty, retained ones intact (§5.1.6)
+  const RunResult r = run_case(f, c, o);
+  RINGKV_RC_CHECK(report(c, "Rollback", r.ok() ? "" : r.failure));
+}
+
 // ---------------------------------------------------------------- registry
 
 const std::vector<PropertyInfo>& all_properties() {
@@ -610,6 +619,8 @@ const std::vector<PropertyInfo>& all_properties() {
     no_resets.resets = false;
     CaseOptions multi = any;
     multi.max_layers = 3;
+    CaseOptions rollbacks = any;
+    rollbacks.rollbacks = true;
     return std::vector<PropertyInfo>{
         {"OracleEquality", "every output within the bound of the float64 oracle", prop_oracle_equality, any, false},
         {"RingHoldsVisibleSet", "after every step the ring holds exactly the spec's slots and values",
@@ -629,6 +640,8 @@ const std::vector<PropertyInfo>& all_properties() {
         {"Poisoning", "NaN in empty slots changes no output", prop_poisoning, any, false},
         {"LayerIndependence", "one layer's inputs do not change another layer's outputs", prop_layer_independence,
          multi, false},
+        {"Rollback", "rolled-back tokens are as if never appended; exactly the spec's rollbacks are refused (1.1)",
+         prop_rollback, rollbacks, false, true},
     };
   }();
   return props;

@@ -24,9 +24,11 @@ struct PropertyInfo {
   PropertyFn run;
   CaseOptions options;     ///< generator options the property wants
   bool needs_snapshot = false;
+  bool needs_rollback = false;  ///< says nothing on an engine without Capabilities::rollback (spec 1.1)
 };
 
-/// The twelve properties of docs/spec.md's conformance section, in order.
+/// The thirteen properties of docs/spec.md's conformance section, in order (the 13th, Rollback, is
+/// spec 1.1's: it checks an engine without Capabilities::rollback on spec 1 cases only).
 const std::vector<PropertyInfo>& all_properties();
 const PropertyInfo& property(const std::string& name);
 
@@ -65,5 +67,9 @@ void prop_int8_storage(const EngineFactory& f, const Case& c);
 void prop_poisoning(const EngineFactory& f, const Case& c);
 // 12. changing one layer's inputs leaves the other layers' outputs unchanged
 void prop_layer_independence(const EngineFactory& f, const Case& c);
+// 13. spec 1.1: verify-then-accept schedules with rollbacks match the oracle (rolled-back tokens as if
+//     never appended, re-appended ones at their indices), the ring holds the spec's slots after every
+//     step, and the engine refuses exactly the steps the high-water rule refuses
+void prop_rollback(const EngineFactory& f, const Case& c);
 
 }  // namespace ringkv::conformance

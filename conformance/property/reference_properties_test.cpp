@@ -37,9 +37,10 @@ RINGKV_REFERENCE_PROPERTY(GqaEqualsMha)
 RINGKV_REFERENCE_PROPERTY(Int8Storage)
 RINGKV_REFERENCE_PROPERTY(Poisoning)
 RINGKV_REFERENCE_PROPERTY(LayerIndependence)
+RINGKV_REFERENCE_PROPERTY(Rollback)
 
 // Every registered property has a test above.
-TEST(ReferenceEngine, EveryPropertyIsInstantiated) { EXPECT_EQ(all_properties().size(), 12u); }
+TEST(ReferenceEngine, EveryPropertyIsInstantiated) { EXPECT_EQ(all_properties().size(), 13u); }
 
 }  // namespace
 }  // namespace ringkv::conformance

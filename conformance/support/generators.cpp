@@ -122,9 +122,25 @@ RopeConfig gen_rope(const Capabilities& caps, int D) {
   return r;
 }
 
+// K and V formats of a config within the capabilities (one format for both where they may not differ).
+void gen_formats(const Capabilities& caps, const CaseOptions& opt, Config& cfg) {
+  cfg.k_format = gen_format(caps, cfg.head_dim, opt.quantised, true);
+  cfg.v_format = gen_format(caps, cfg.head_dim, opt.quantised, false);
+  if (!caps.kv_formats_differ && !(cfg.k_format == cfg.v_format)) {
+    if (has(caps.v_dtypes, cfg.k_format.dtype)) {
+      cfg.v_format = cfg.k_format;
+    } else if (has(caps.k_dtypes, cfg.v_format.dtype)) {
+      cfg.k_format = cfg.v_format;
+    } else {
+      cfg.k_format = cfg.v_format = KvFormat{};
+    }
+  }
+}
+
 }  // namespace
 
 rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
+  if (opt.rollbacks) return gen_rollback_case(caps, opt);
   return rc::gen::exec([caps, opt]() {
     Case c;
     Config& cfg = c.config;
@@ -192,17 +208,7 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
       if (is_sliding(layer, cfg) && !has(sliding, layer.window)) sliding.push_back(layer.window);
     }
     // ---- formats, scale, softcap, sink logits ----
-    cfg.k_format = gen_format(caps, D, opt.quantised, true);
-    cfg.v_format = gen_format(caps, D, opt.quantised, false);
-    if (!caps.kv_formats_differ && !(cfg.k_format == cfg.v_format)) {  // one format for both
-      if (has(caps.v_dtypes, cfg.k_format.dtype)) {
-        cfg.v_format = cfg.k_format;
-      } else if (has(caps.k_dtypes, cfg.v_format.dtype)) {
-        cfg.k_format = cfg.v_format;
-      } else {
-        cfg.k_format = cfg.v_format = KvFormat{};
-      }
-    }
+    gen_formats(caps, opt, cfg);
     if (rare(7)) cfg.softmax_scale = pick({0.05, 0.3, 1.0});
     if (opt.softcap && caps.softcap && rare(7)) cfg.softcap = pick({5.0, 20.0, 50.0});
     c.seed = *rc::gen::resize(100, rc::gen::inRange<uint64_t>(0, uint64_t{1} << 40));
@@ -285,6 +291,115 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
     } else {
       c.qk_amplitude = pick({2.0f, 0.5f, 8.0f});
     }
+    return c;
+  });
+}
+
+rc::Gen<Case> gen_rollback_case(const Capabilities& caps, const CaseOptions& opt) {
+  return rc::gen::exec([caps, opt]() {
+    Case c;
+    Config& cfg = c.config;
+    // ---- shape: small windows, so that schedules wrap the ring several times ----
+    const int64_t wmin = std::max<int64_t>(1, caps.min_window);
+    const int64_t wmax = std::max(wmin, std::min<int64_t>({opt.max_window, caps.max_window, 9}));
+    const int64_t W = choice(3) == 0 ? *rc::gen::inRange<int64_t>(wmin, wmax + 1)
+                                     : std::clamp(pick<int64_t>({4, 1, 2, 3, 5, 8}), wmin, wmax);
+    const int64_t S = (opt.sinks && caps.sinks) ? pick<int64_t>({0, 1, 0, 2}) : 0;
+    // Q: the reserve of the sliding layers; 0 where the engine has no rollback (then no rollbacks).
+    const int64_t q_max = caps.rollback ? std::min<int64_t>(caps.max_rollback_reserve, 5) : 0;
+    const int64_t Q = std::min(q_max, pick<int64_t>({2, 0, 1, 3, 4, 5}));
+    std::vector<int> dims = caps.head_dims;
+    if (dims.empty()) dims = {8, 4, 16};
+    cfg.head_dim = pick_of(dims);
+    const int D = cfg.head_dim;
+    cfg.num_kv_heads = D >= 128 ? 1 : pick({1, 2});
+    cfg.num_q_heads = cfg.num_kv_heads * pick({1, 2});
+    cfg.batch = *rc::gen::inRange(1, std::max(1, std::min({opt.max_batch, caps.max_batch, 3})) + 1);
+    const int max_layers = std::min({opt.max_layers, caps.max_layers, 3});
+    const int L = max_layers > 1 ? std::min(max_layers, pick({2, 1, 3})) : 1;
+    cfg.max_tokens = std::min({caps.max_tokens, caps.max_position + 1, S + W + Q + *rc::gen::inRange<int64_t>(4, 3 * W + 13)});
+    // ---- layers: layer 0 slides with the reserve Q; later ones are global (they roll back too), or
+    // slide with their own reserve, or repeat layer 0 ----
+    for (int l = 0; l < L; ++l) {
+      LayerConfig layer;
+      layer.window = W;
+      layer.sinks = S;
+      layer.rollback_reserve = Q;
+      const int kind = l == 0 ? 2 : choice(3);
+      if (kind == 0) {
+        layer.window = cfg.max_tokens;
+        layer.sinks = 0;
+        layer.rollback_reserve = 0;
+      } else if (kind == 1) {
+        if (caps.max_sliding_windows > 1) layer.window = std::max(wmin, std::min(wmax, W / 2 + 1));
+        layer.rollback_reserve = *rc::gen::inRange<int64_t>(0, q_max + 1);
+      }
+      layer.rope = (l > 0 && !caps.per_layer_rope) ? cfg.layers[0].rope : gen_rope(caps, D);
+      cfg.layers.push_back(layer);
+    }
+    gen_formats(caps, opt, cfg);
+    c.seed = *rc::gen::resize(100, rc::gen::inRange<uint64_t>(0, uint64_t{1} << 40));
+    const int64_t p_hi = std::max<int64_t>(0, std::min(kMaxPosition, caps.max_position + 1) - cfg.max_tokens);
+    const auto gen_p0 = [&]() -> int64_t {
+      return caps.settable_p0 ? std::min(p_hi, pick<int64_t>({0, 7, 0, 1000})) : 0;
+    };
+    cfg.start_positions.resize(static_cast<size_t>(cfg.batch));
+    for (int64_t& p : cfg.start_positions) p = gen_p0();
+
+    // ---- schedule: verify-then-accept steps, with rollbacks beyond the reserve, repeated rollbacks
+    // against the high-water mark, chunks longer than W, resets and sit-outs ----
+    ScheduleTracker tracker(c);
+    int next_stream = cfg.batch;
+    std::vector<int64_t> pending(static_cast<size_t>(cfg.batch), 0);  // drafts of the last verify chunk
+    std::vector<bool> rolled(static_cast<size_t>(cfg.batch), false);  // rolled back in the last step
+    const int steps = *rc::gen::inRange(4, 28);
+    for (int st = 0; st < steps; ++st) {
+      StepPlan plan;
+      plan.tokens.assign(static_cast<size_t>(cfg.batch), 0);
+      for (int s = 0; s < cfg.batch; ++s) {
+        const auto su = static_cast<size_t>(s);
+        const int64_t held = tracker.held(s);
+        const int what = choice(12);
+        if (opt.resets && what == 0 && held > 0) {  // a reset, then the start of a new stream
+          plan.resets.push_back({s, gen_p0(), next_stream++});
+          pending[su] = 0;
+          rolled[su] = false;
+          plan.tokens[su] = std::min<int64_t>(cfg.max_tokens, *rc::gen::inRange<int64_t>(1, 4));
+          continue;
+        }
+        int64_t back = 0;
+        const bool can_roll_back = caps.rollback && held > 0;
+        const auto beyond = [&] { return *rc::gen::inRange<int64_t>(1, std::min<int64_t>(held, W + Q + 2) + 1); };
+        if (can_roll_back && rolled[su] && what <= 4) {
+          back = beyond();  // again right after a rollback: the rule counts from H, not from the length
+        } else if (can_roll_back && pending[su] > 0) {
+          back = *rc::gen::inRange<int64_t>(0, pending[su] + 1);  // reject the last `back` drafts
+        } else if (can_roll_back && what <= 2) {
+          back = beyond();  // beyond the drafts, up to W + Q + 2: honoured or refused
+        }
+        if (back > 0) plan.rollbacks.push_back({s, back, next_stream++});
+        rolled[su] = back > 0;
+        const int64_t room = cfg.max_tokens - (held - back);
+        int64_t n = *rc::gen::inRange<int64_t>(0, std::max<int64_t>(1, Q) + 1) + 1;  // a verify chunk of k + 1
+        if (what == 11) n = W + 1 + *rc::gen::inRange<int64_t>(0, W + 1);           // a chunk longer than W
+        if (what == 10 && opt.sit_out && cfg.batch > 1) n = 0;                      // sits out
+        plan.tokens[su] = std::min(room, n);
+        pending[su] = std::max<int64_t>(0, plan.tokens[su] - 1);
+      }
+      if (!tracker.honoured(plan)) {
+        // A refused step goes alone (its rollbacks only, as a server would send them) and changes
+        // nothing; the schedule goes on from the state before it.
+        StepPlan refused;
+        refused.tokens.assign(static_cast<size_t>(cfg.batch), 0);
+        refused.rollbacks = plan.rollbacks;
+        c.steps.push_back(refused);
+        std::fill(pending.begin(), pending.end(), 0);
+        continue;
+      }
+      tracker.apply(plan);
+      c.steps.push_back(plan);
+    }
+    c.qk_amplitude = pick({2.0f, 0.5f, 8.0f});
     return c;
   });
 }
