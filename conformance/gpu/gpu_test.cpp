@@ -10,6 +10,7 @@
 //   CudaGuardBands.*          device outputs between 64-float sentinel bands; poisoning
 //   CudaFusedVsCublas.*       fused split-K decode vs the cuBLAS decode, within the bound
 //   CudaDeviceEntry.*         step_device with f16/bf16/f32 device inputs == step()
+//   CudaRollback.*            spec 1.1: reserve schedules (as cuda-plan's property), refusals
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "property/properties.hpp"
+#include "property/reserve_schedule.hpp"
 #include "ringkv/cuda/quant.hpp"
 #include "ringkv/cuda/ring.hpp"
 #include "ringkv/cuda_engine.hpp"
@@ -213,6 +215,73 @@ RINGKV_GPU_PROPERTY(GqaEqualsMha)
 RINGKV_GPU_PROPERTY(Int8Storage)
 RINGKV_GPU_PROPERTY(Poisoning)
 RINGKV_GPU_PROPERTY(LayerIndependence)
+
+// Spec 1.1 rollback with a reserve: the schedules cuda-plan's property runs (property/reserve_schedule.hpp),
+// outputs against the oracle and rings against the spec ring, refused steps refused whole; and with
+// empty slots poisoned after every step (decode over decode_slots must never read an emptied slot).
+TEST(CudaRollback, ReserveSchedulesMatchTheOracleAndTheSpecRing) {
+  RINGKV_REQUIRE_CUDA_DEVICE();
+  ::rc::detail::checkGTest([] { conformance::run_reserve_schedule(cuda_factory(), false); });
+}
+TEST(CudaRollback, ReserveSchedulesOnTheCublasPath) {
+  RINGKV_REQUIRE_CUDA_DEVICE();
+  ::rc::detail::checkGTest([] { conformance::run_reserve_schedule(cublas_factory(), false); });
+}
+TEST(CudaRollback, ReserveSchedulesNeverReadAnEmptiedSlot) {
+  RINGKV_REQUIRE_CUDA_DEVICE();
+  ::rc::detail::checkGTest([] { conformance::run_reserve_schedule(cuda_factory(), true); });
+}
+
+TEST(CudaRollback, RefusalIsTheReferencesAndChangesNothing) {
+  // The spec's worked example (§5.1.2): S = 0, W = 4, Q = 4; 20 tokens, rollback(4), one token,
+  // rollback(4) refused with the reference's message; the ring unchanged.
+  RINGKV_REQUIRE_CUDA_DEVICE();
+  Config c;
+  c.layers.resize(1);
+  c.layers[0].window = 4;
+  c.layers[0].rollback_reserve = 4;
+  c.num_q_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 64;
+  c.batch = 1;
+  c.max_tokens = 32;
+  const std::unique_ptr<Engine> e = cuda_factory().create(c);
+  ReferenceEngine ref(c);
+  Case plan;
+  plan.config = c;
+  const auto append = [&](int64_t first, int64_t n, const std::vector<SequenceRollback>& rollbacks) {
+    std::vector<float> q(sz(n * 2 * 64)), k(sz(n * 64)), v(sz(n * 64)), out(q.size()), ref_out(q.size());
+    conformance::fill_chunk(plan, Tensor::q, 0, first, n, q.data());
+    conformance::fill_chunk(plan, Tensor::k, 0, first, n, k.data());
+    conformance::fill_chunk(plan, Tensor::v, 0, first, n, v.data());
+    const SequenceStep a{0, n, q.data(), k.data(), v.data(), out.data()};
+    const SequenceStep b{0, n, q.data(), k.data(), v.data(), ref_out.data()};
+    e->step(StepBatch{{}, std::span<const SequenceStep>(&a, 1), rollbacks});
+    ref.step(StepBatch{{}, std::span<const SequenceStep>(&b, 1), rollbacks});
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref_out[i], 1e-4 + 1e-4 * std::fabs(ref_out[i])) << i;
+  };
+  append(0, 20, {});
+  append(16, 1, {SequenceRollback{0, 4}});
+  const CacheSnapshot before = *e->snapshot(0, 0);
+  const std::vector<SequenceRollback> refused{SequenceRollback{0, 4}};
+  std::string got, want;
+  try {
+    e->step(StepBatch{{}, {}, refused});
+  } catch (const StepError& err) {
+    got = err.what();
+  }
+  try {
+    ref.step(StepBatch{{}, {}, refused});
+  } catch (const StepError& err) {
+    want = err.what();
+  }
+  EXPECT_NE(want.find("refused"), std::string::npos) << want;
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(e->snapshot(0, 0)->positions, before.positions);
+  EXPECT_EQ(e->snapshot(0, 0)->positions, ref.snapshot(0, 0)->positions);
+  append(16, 3, {SequenceRollback{0, 1}});  // honoured (m = 16, H = 20): a verify chunk after it
+  EXPECT_EQ(e->snapshot(0, 0)->positions, ref.snapshot(0, 0)->positions);
+}
 
 TEST(CudaProperty, EveryPropertyIsInstantiated) {
   // Twelve RINGKV_GPU_PROPERTY lines above; a thirteenth property must be added there too.

@@ -853,6 +853,11 @@ TEST(CudaPlanRollbackRules, RefusalIsTheReferencesAndChangesNothing) {
   // nothing changed: not the other sequence's rollback either
   expect_same_snapshot(*t.plan->snapshot(0, 0), before[0], 0, "sequence 0 after the refused step");
   expect_same_snapshot(*t.plan->snapshot(0, 1), before[1], 0, "sequence 1 after the refused step");
+  // an honoured rollback through step_resident (m = 16 = H - 4) rolls back as step() does
+  const std::vector<SequenceRollback> honoured{SequenceRollback{0, 1}};
+  t.plan->step_resident(cu::ResidentBatch{{}, {}, cu::kInF32, honoured});
+  t.ref.step(StepBatch{{}, {}, honoured});
+  t.expect_same_snapshots(1, "after a resident rollback", nullptr);
   t.step({}, {{0, 2}, {1, 1}}, "after the refusal");
   t.expect_same_snapshots(1, "after the refusal", nullptr);
   EXPECT_EQ(t.failures, 0);

@@ -210,7 +210,8 @@ __device__ __forceinline__ bool vector_rows(const void* base, int64_t row_bytes)
 
 /// Grid: num_items × Hkv × head_chunks × splits blocks of kDecodeThreads, block (i, g, c, s)
 /// flattened with s fastest. The block serves query heads h0 = g·G + c·heads_per_block .. + nh of
-/// item i over split s of its visible slots, tile by tile in slot order: phase A, each key of the
+/// item i over split s of its keys (decode_slots: the visible slots in slot order, key k in slot
+/// decode_slot(v, k), ring.hpp), tile by tile in slot order: phase A, each key of the
 /// tile is read by a group of 128 / tile lanes (rounded down to a power of two), which sums the
 /// dot products of every head with its K row and decodes its V row into the shared V tile;
 /// phase B, one warp per head: tile max, online_rescale, weights, l; phase C, every thread
@@ -243,8 +244,9 @@ __global__ void __launch_bounds__(kDecodeThreads, 3) decode_kernel(const DecodeP
   const int nh = HB < G - c * HB ? HB : G - c * HB;
   const int seq = p.items[i].sequence;
   const int64_t C = p.ring.capacity;
+  const DecodeSlots vis = decode_slots(p.items[i].first, p.ring.sinks, p.ring.window, C);
   int64_t kb, ke;
-  split_range(p.plan, split, decode_range(p.items[i].first, C), &kb, &ke);
+  split_range(p.plan, split, decode_keys(vis), &kb, &ke);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   for (int idx = tid; idx < nh * D; idx += kDecodeThreads) qs[idx] = p.q_rot[(int64_t{i} * Hq + h0) * D + idx];
@@ -275,7 +277,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 3) decode_kernel(const DecodeP
 #pragma unroll
     for (int m = 0; m < kMaxHeads; ++m) dots[m] = 0.0f;
     if (kk < nt) {
-      const int64_t row = (int64_t{seq} * C + t0 + kk) * Hkv + g;
+      const int64_t row = (int64_t{seq} * C + decode_slot(vis, t0 + kk)) * Hkv + g;
       key_dots<KDT>(p.kf, p.ring.k + row * k_row, kspr > 0 ? p.ring.k_scales + row * kspr : nullptr, D, kvec, j, GS,
                     qs, nh, dots);
       value_row_any(p.vf, p.ring.v + row * v_row, vspr > 0 ? p.ring.v_scales + row * vspr : nullptr, D, vvec, j, GS,
@@ -384,7 +386,7 @@ __device__ __forceinline__ void decode_lane_row(const uint4& raw, float scale, f
 
 /// Grid: ceil(units / kDecodeWarpsPerBlock) blocks of kDecodeWarpsPerBlock warps; warp u serves
 /// unit u = (i, g, c, split), flattened with split fastest, as the block kernel's block u does:
-/// the NH query heads h0 .. h0 + NH of item i over split `split` of its visible slots, in tiles of
+/// the NH query heads h0 .. h0 + NH of item i over split `split` of its keys (decode_slots), in tiles of
 /// T = 32 / NH keys in slot order, with online_rescale per tile and the split's partial results.
 /// A key row spans LPK = D / 8 lanes (each owns 8 elements); a warp-wide load covers KPL = 32 / LPK
 /// keys. Per tile each lane reads LOADS = T / KPL K rows and V rows (all loads issued before the
@@ -413,8 +415,9 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32, kDecodeWarpsPerSm /
   const int h0 = g * G + c * NH;
   const int seq = p.items[i].sequence;
   const int64_t C = p.ring.capacity;
+  const DecodeSlots vis = decode_slots(p.items[i].first, p.ring.sinks, p.ring.window, C);
   int64_t kb, ke;
-  split_range(p.plan, split, decode_range(p.items[i].first, C), &kb, &ke);
+  split_range(p.plan, split, decode_keys(vis), &kb, &ke);
   const int grp = lane / LPK, cl = lane % LPK;
 
   float q[NH][E], acc[NH][E];
@@ -431,18 +434,19 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32, kDecodeWarpsPerSm /
   const int kspr = p.kf.scales_per_row, vspr = p.vf.scales_per_row;
   const int kk_mine = (cl / NH) * KPL + grp;  // the key this lane scores, within the tile
 
-  // The K and V rows (and scales) of the tile at t0 this lane reads; rows past ke read as zero.
+  // The K and V rows (and scales) of the tile at t0 this lane reads (key k in slot decode_slot(vis, k));
+  // keys past ke read as zero.
   uint4 kraw[LOADS], vraw[LOADS];
   float ks[LOADS], vs[LOADS];
   const auto load_tile = [&](int64_t t0, uint4 (&kr)[LOADS], uint4 (&vr)[LOADS], float (&ksc)[LOADS],
                              float (&vsc)[LOADS]) {
 #pragma unroll
     for (int l = 0; l < LOADS; ++l) {
-      const int64_t slot = t0 + l * KPL + grp;
+      const int64_t key = t0 + l * KPL + grp;
       kr[l] = vr[l] = make_uint4(0u, 0u, 0u, 0u);
       ksc[l] = vsc[l] = 0.0f;
-      if (slot < ke) {
-        const int64_t row = (int64_t{seq} * C + slot) * Hkv + g;
+      if (key < ke) {
+        const int64_t row = (int64_t{seq} * C + decode_slot(vis, key)) * Hkv + g;
         kr[l] = load_lane_row<DT>(p.ring.k + row * RB, cl);
         vr[l] = load_lane_row<DT>(p.ring.v + row * RB, cl);
         ksc[l] = element_scale<DT>(p.kf, kspr > 0 ? p.ring.k_scales + row * kspr : nullptr, cl * E);
