@@ -48,6 +48,9 @@ std::vector<std::string> scenarios(const Case& c) {
       if (sees_keys && lo + (C - S) == H[s]) tag("at the reserve's edge");
       if (sees_keys && lo + (C - S) == H[s] - 1) tag("one past the reserve's edge");
       if (H[s] > held[s]) tag(honoured ? "repeated, honoured" : "repeated, refused");
+      bool by_length = true;  // what a rule counting from the current length would say
+      for (const LayerConfig& l : cfg.layers) by_length = by_length && layer_honours_rollback(l, cfg.max_tokens, m, held[s]);
+      if (!honoured && by_length) tag("refused by H, honoured by the length");
       if (!honoured) continue;
       if (H[s] < C) tag("before the wrap");
       if (H[s] == C || m == C) tag("at the wrap");
@@ -100,6 +103,7 @@ TEST(RollbackGenerator, CoversEveryScenarioOfTheIssueInTheFixedCases) {
   std::printf("[rollback] scenarios over 100 fixed cases:\n%s", report.c_str());
   for (const char* t : {"before the wrap", "at the wrap", "across the wrap", "after the wrap", "at the reserve's edge",
                         "one past the reserve's edge", "refused", "repeated, honoured", "repeated, refused",
+                        "refused by H, honoured by the length",
                         "rollback, then a reset", "a chunk longer than W after a rollback",
                         "a verify chunk across the wrap", "different counts in one batch", "multi-layer global",
                         "multi-layer sliding"}) {

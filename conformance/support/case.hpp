@@ -98,6 +98,10 @@ class ScheduleTracker {
   void apply(const StepPlan& step);
   int64_t held(int sequence) const { return held_[static_cast<size_t>(sequence)]; }
   int stream(int sequence) const { return stream_[static_cast<size_t>(sequence)]; }
+  /// H_l of a (layer, sequence): the most tokens it has held since its reset, as §5.1.2 keeps it.
+  int64_t high_water(int layer, int sequence) const {
+    return high_water_[static_cast<size_t>(layer) * held_.size() + static_cast<size_t>(sequence)];
+  }
   /// True if any step of the case has a rollback (a spec 1.1 case).
   static bool has_rollbacks(const Case& c);
 

@@ -297,12 +297,15 @@ rc::Gen<Case> gen_case(const Capabilities& caps, const CaseOptions& opt) {
 
 rc::Gen<Case> gen_rollback_case(const Capabilities& caps, const CaseOptions& opt) {
   return rc::gen::exec([caps, opt]() {
+    // Sizes drawn whole from the first case on (not ramped up with RapidCheck's size): a rollback
+    // bug needs a wrapped ring and a few steps to show; shrinking still goes to the smallest.
+    const auto uniform = [](int64_t lo, int64_t hi) { return *rc::gen::resize(100, rc::gen::inRange<int64_t>(lo, hi)); };
     Case c;
     Config& cfg = c.config;
     // ---- shape: small windows, so that schedules wrap the ring several times ----
     const int64_t wmin = std::max<int64_t>(1, caps.min_window);
     const int64_t wmax = std::max(wmin, std::min<int64_t>({opt.max_window, caps.max_window, 9}));
-    const int64_t W = choice(3) == 0 ? *rc::gen::inRange<int64_t>(wmin, wmax + 1)
+    const int64_t W = choice(3) == 0 ? uniform(wmin, wmax + 1)
                                      : std::clamp(pick<int64_t>({4, 1, 2, 3, 5, 8}), wmin, wmax);
     const int64_t S = (opt.sinks && caps.sinks) ? pick<int64_t>({0, 1, 0, 2}) : 0;
     // Q: the reserve of the sliding layers; 0 where the engine has no rollback (then no rollbacks).
@@ -314,10 +317,10 @@ rc::Gen<Case> gen_rollback_case(const Capabilities& caps, const CaseOptions& opt
     const int D = cfg.head_dim;
     cfg.num_kv_heads = D >= 128 ? 1 : pick({1, 2});
     cfg.num_q_heads = cfg.num_kv_heads * pick({1, 2});
-    cfg.batch = *rc::gen::inRange(1, std::max(1, std::min({opt.max_batch, caps.max_batch, 3})) + 1);
+    cfg.batch = static_cast<int>(uniform(1, std::max(1, std::min({opt.max_batch, caps.max_batch, 3})) + 1));
     const int max_layers = std::min({opt.max_layers, caps.max_layers, 3});
     const int L = max_layers > 1 ? std::min(max_layers, pick({2, 1, 3})) : 1;
-    cfg.max_tokens = std::min({caps.max_tokens, caps.max_position + 1, S + W + Q + *rc::gen::inRange<int64_t>(4, 3 * W + 13)});
+    cfg.max_tokens = std::min({caps.max_tokens, caps.max_position + 1, S + W + Q + uniform(4, 3 * W + 13)});
     // ---- layers: layer 0 slides with the reserve Q; later ones are global (they roll back too), or
     // slide with their own reserve, or repeat layer 0 ----
     for (int l = 0; l < L; ++l) {
@@ -332,7 +335,7 @@ rc::Gen<Case> gen_rollback_case(const Capabilities& caps, const CaseOptions& opt
         layer.rollback_reserve = 0;
       } else if (kind == 1) {
         if (caps.max_sliding_windows > 1) layer.window = std::max(wmin, std::min(wmax, W / 2 + 1));
-        layer.rollback_reserve = *rc::gen::inRange<int64_t>(0, q_max + 1);
+        layer.rollback_reserve = uniform(0, q_max + 1);
       }
       layer.rope = (l > 0 && !caps.per_layer_rope) ? cfg.layers[0].rope : gen_rope(caps, D);
       cfg.layers.push_back(layer);
@@ -352,7 +355,7 @@ rc::Gen<Case> gen_rollback_case(const Capabilities& caps, const CaseOptions& opt
     int next_stream = cfg.batch;
     std::vector<int64_t> pending(static_cast<size_t>(cfg.batch), 0);  // drafts of the last verify chunk
     std::vector<bool> rolled(static_cast<size_t>(cfg.batch), false);  // rolled back in the last step
-    const int steps = *rc::gen::inRange(4, 28);
+    const auto steps = static_cast<int>(uniform(4, 28));
     for (int st = 0; st < steps; ++st) {
       StepPlan plan;
       plan.tokens.assign(static_cast<size_t>(cfg.batch), 0);
@@ -364,34 +367,48 @@ rc::Gen<Case> gen_rollback_case(const Capabilities& caps, const CaseOptions& opt
           plan.resets.push_back({s, gen_p0(), next_stream++});
           pending[su] = 0;
           rolled[su] = false;
-          plan.tokens[su] = std::min<int64_t>(cfg.max_tokens, *rc::gen::inRange<int64_t>(1, 4));
+          plan.tokens[su] = std::min<int64_t>(cfg.max_tokens, uniform(1, 4));
           continue;
         }
         int64_t back = 0;
         const bool can_roll_back = caps.rollback && held > 0;
-        const auto beyond = [&] { return *rc::gen::inRange<int64_t>(1, std::min<int64_t>(held, W + Q + 2) + 1); };
-        if (can_roll_back && rolled[su] && what <= 4) {
-          back = beyond();  // again right after a rollback: the rule counts from H, not from the length
+        // Up to W + Q + 2 tokens; half the time up to Q + 2, around the reserve's edge.
+        const auto beyond = [&] { return uniform(1, std::min<int64_t>(held, (choice(2) == 0 ? Q : W + Q) + 2) + 1); };
+        // The smallest rollback layer 0 refuses now (0 if none): one past the reserve's edge.
+        const auto first_refused = [&] {
+          for (int64_t n = 1; n <= held; ++n) {
+            if (!layer_honours_rollback(cfg.layers[0], cfg.max_tokens, held - n, tracker.high_water(0, s))) return n;
+          }
+          return int64_t{0};
+        };
+        if (can_roll_back && rolled[su] && what <= 6) {
+          // Again right after a rollback: the rule counts from H, not from the length; half the time
+          // exactly one past the edge, where the two differ once H > length.
+          const int64_t edge = choice(2) == 0 ? first_refused() : 0;
+          back = edge > 0 ? edge : beyond();
         } else if (can_roll_back && pending[su] > 0) {
-          back = *rc::gen::inRange<int64_t>(0, pending[su] + 1);  // reject the last `back` drafts
+          back = uniform(0, pending[su] + 1);  // reject the last `back` drafts
         } else if (can_roll_back && what <= 2) {
           back = beyond();  // beyond the drafts, up to W + Q + 2: honoured or refused
         }
         if (back > 0) plan.rollbacks.push_back({s, back, next_stream++});
         rolled[su] = back > 0;
         const int64_t room = cfg.max_tokens - (held - back);
-        int64_t n = *rc::gen::inRange<int64_t>(0, std::max<int64_t>(1, Q) + 1) + 1;  // a verify chunk of k + 1
-        if (what == 11) n = W + 1 + *rc::gen::inRange<int64_t>(0, W + 1);           // a chunk longer than W
+        int64_t n = uniform(0, std::max<int64_t>(1, Q) + 1) + 1;  // a verify chunk of k + 1
+        if (what == 11) n = W + 1 + uniform(0, W + 1);           // a chunk longer than W
         if (what == 10 && opt.sit_out && cfg.batch > 1) n = 0;                      // sits out
         plan.tokens[su] = std::min(room, n);
         pending[su] = std::max<int64_t>(0, plan.tokens[su] - 1);
       }
       if (!tracker.honoured(plan)) {
-        // A refused step goes alone (its rollbacks only, as a server would send them) and changes
-        // nothing; the schedule goes on from the state before it.
+        // A refused step goes alone with one refused rollback, so that the refusal is that rollback's
+        // alone; it changes nothing, and the schedule goes on from the state before it.
         StepPlan refused;
         refused.tokens.assign(static_cast<size_t>(cfg.batch), 0);
-        refused.rollbacks = plan.rollbacks;
+        for (const RollbackPlan& rb : plan.rollbacks) {
+          refused.rollbacks = {rb};
+          if (!tracker.honoured(refused)) break;
+        }
         c.steps.push_back(refused);
         std::fill(pending.begin(), pending.end(), 0);
         continue;
