@@ -576,6 +576,65 @@ std::vector<GoldenSpec> golden_set() {
   k_v_differ("q8_0_k_bf16_v_int8", {"int8-q8_0", "int8-half_away", "kv-bf16"}, {LayerConfig{4, 0, neox()}},
              fmt_of(DType::bf16), KvFormat::int8(Int8Scheme::q8_0, Rounding::half_away), 169);
 
+  // ---- spec 1.1 rollback (golden format 2): a feature on small core cases. A sliding layer of W = 4
+  // with a reserve Q = 2 (ring C = 6) beside a full-attention layer, so a mutant that rolls back only
+  // the sliding layers, or only the first, shows in the outputs; every rollback brings a fresh stream
+  // (re-appended indices get new data, so stale slot contents show). Refused steps hold rollbacks only,
+  // and three cases refuse a rollback that counting from the current length would honour (the
+  // high-water mark decides, spec 1.1 §5.1.2). max_tokens = 40 keeps the rings uncapped. ----
+  const auto rb = [](int sequence, int64_t n, int stream) { return conformance::RollbackPlan{sequence, n, stream}; };
+  const auto step = [](std::vector<int64_t> tokens, std::vector<conformance::RollbackPlan> rollbacks = {}) {
+    return StepPlan{{}, std::move(tokens), std::move(rollbacks)};
+  };
+  const auto rollback_case = [&](const char* name, std::vector<std::string> classes, std::vector<LayerConfig> layers,
+                                 int D, DType dtype, uint64_t seed, std::vector<int64_t> p0, std::vector<StepPlan> steps) {
+    Case c = shape(std::move(layers), 2, 1, D, random, seed);
+    kv(c, dtype);
+    schedule(c, std::move(p0), std::move(steps));
+    c.config.max_tokens = 40;
+    set.push_back(spec(name, std::move(classes), c));
+  };
+  const auto reserve = [](int64_t W, int64_t Q) { return LayerConfig{W, 0, neox(), Q}; };
+  const auto core_rollback = [&] { return std::vector<LayerConfig>{reserve(4, 2), LayerConfig{64, 0, neox()}}; };
+  rollback_case("rollback_before_and_across_wrap", {"rollback-before-wrap", "rollback-across-wrap", "rollback-verify-partial",
+                                                    "rollback-multi-layer"},
+                core_rollback(), 16, DType::f32, 201, {100},
+                {step({3}), step({3}, {rb(0, 1, 10)}), step({1}, {rb(0, 2, 11)}), step({3}),
+                 step({3}, {rb(0, 2, 12)}), step({1})});
+  rollback_case("rollback_at_wrap", {"rollback-at-wrap", "rollback-reserve-edge", "rollback-multi-layer"}, core_rollback(),
+                16, DType::f32, 202, {100},
+                {step({6}), step({3}), step({2}, {rb(0, 3, 10)}), step({1}), step({2}, {rb(0, 1, 11)})});
+  rollback_case("rollback_across_wrap_batch", {"rollback-across-wrap", "rollback-batch", "rollback-multi-layer"},
+                core_rollback(), 16, DType::f32, 203, {0, 50},
+                {step({5, 2}), step({3, 0}), step({4, 1}, {rb(0, 3, 10)}), step({2, 2}),
+                 step({1, 1}, {rb(0, 2, 11), rb(1, 1, 12)})});
+  rollback_case("rollback_reserve_edge_refused", {"rollback-reserve-edge", "rollback-refused", "rollback-repeated",
+                                                  "rollback-multi-layer"},
+                core_rollback(), 16, DType::f32, 204, {100},
+                {step({12}), step({0}, {rb(0, 4, 10)}), step({2}, {rb(0, 3, 11)}), step({3}, {rb(0, 1, 12)})});
+  rollback_case("rollback_repeated_refused", {"rollback-repeated", "rollback-refused", "rollback-verify-partial",
+                                              "rollback-multi-layer"},
+                core_rollback(), 16, DType::f32, 205, {100},
+                {step({10}), step({1}, {rb(0, 3, 10)}), step({0}, {rb(0, 3, 11)}), step({2}, {rb(0, 1, 12)}), step({3})});
+  rollback_case("rollback_batch_refused", {"rollback-batch", "rollback-refused", "rollback-before-wrap", "rollback-multi-layer"},
+                core_rollback(), 16, DType::f32, 206, {100, 7},
+                {step({5, 3}), step({4, 0}), step({1, 2}, {rb(0, 2, 10), rb(1, 1, 11)}), step({3, 4}),
+                 step({0, 0}, {rb(0, 4, 12), rb(1, 1, 13)}), step({1, 1}, {rb(1, 2, 14)}), step({2, 0}, {rb(0, 1, 15)})});
+  rollback_case("rollback_verify_k3", {"rollback-verify-partial", "rollback-at-wrap", "rollback-multi-layer"},
+                core_rollback(), 16, DType::f32, 207, {30},
+                {step({4}), step({4}, {rb(0, 2, 10)}), step({4}, {rb(0, 1, 11)}), step({4}, {rb(0, 3, 12)}), step({4}),
+                 step({4}, {rb(0, 2, 13)}), step({1}, {rb(0, 1, 14)})});
+  rollback_case("rollback_d128_bf16", {"head_dim-128", "kv-bf16", "rollback-refused", "rollback-repeated",
+                                       "rollback-reserve-edge", "rollback-at-wrap"},
+                {reserve(4, 2)}, 128, DType::bf16, 208, {1000},
+                {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 3, 11)}), step({2}, {rb(0, 1, 12)}), step({2}),
+                 step({1}, {rb(0, 3, 13)})});
+  rollback_case("rollback_two_windows", {"rollback-multi-layer", "rollback-refused", "rollback-reserve-edge",
+                                         "several-windows"},
+                {reserve(4, 2), reserve(3, 1), LayerConfig{64, 0, neox()}}, 16, DType::f32, 209, {100},
+                {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 2, 11)}), step({3}), step({1}, {rb(0, 2, 12)}),
+                 step({2})});
+
   // Each case carries every class it exercises (derive_classes); its hand-written tags say what it
   // was built for, and a tag it does not exercise is a bug of the catalogue.
   for (GoldenSpec& s : set) {

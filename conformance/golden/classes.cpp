@@ -25,6 +25,63 @@ using namespace detail;
 // ---------------------------------------------------------------------------------------------
 // Classes that follow from a case's config and schedule (a tag must not claim what a case lacks).
 
+namespace {
+
+// Spec 1.1 rollback classes (golden format 2), from the schedule as the spec decides it: per sliding
+// layer its capacity C, and per sequence the tokens held, the high-water mark H (§5.1.2) and its last
+// chunk. A refused step changes nothing.
+void derive_rollback_classes(const Case& c, std::set<std::string>* out) {
+  if (!conformance::ScheduleTracker::has_rollbacks(c)) return;
+  const Config& cfg = c.config;
+  const auto B = static_cast<size_t>(cfg.batch), L = cfg.layers.size();
+  conformance::ScheduleTracker tracker(c);
+  std::vector<int64_t> held(B, 0), last_chunk(B, 0), high(L * B, 0);
+  for (const StepPlan& st : c.steps) {
+    if (!st.rollbacks.empty() && !tracker.honoured(st)) {
+      out->insert("rollback-refused");
+      continue;
+    }
+    for (const conformance::RollbackPlan& r : st.rollbacks) {
+      const auto s = static_cast<size_t>(r.sequence);
+      const int64_t n = held[s], m = n - r.n_tokens;
+      if (L > 1) out->insert("rollback-multi-layer");
+      bool other = false;
+      for (size_t q = 0; q < B; ++q) other = other || (q != s && st.tokens[q] > 0);
+      for (const conformance::RollbackPlan& x : st.rollbacks) other = other || x.sequence != r.sequence;
+      if (other) out->insert("rollback-batch");
+      if (st.tokens[s] > 0 && r.n_tokens + 1 < last_chunk[s]) out->insert("rollback-verify-partial");
+      for (size_t l = 0; l < L; ++l) {
+        const LayerConfig& lay = cfg.layers[l];
+        if (!conformance::is_sliding(lay, cfg)) continue;
+        const int64_t C = ring_capacity(lay, cfg.max_tokens), S = lay.sinks, H = high[l * B + s];
+        if (H > n) out->insert("rollback-repeated");
+        if (C >= cfg.max_tokens) continue;  // a capped ring never wraps
+        if (n <= C) out->insert("rollback-before-wrap");
+        if (m == C) out->insert("rollback-at-wrap");
+        if (m < C && C < n) out->insert("rollback-across-wrap");
+        const int64_t lo = std::max(S, m - lay.window + 1);
+        if (lay.rollback_reserve > 0 && lo <= m - 1 && H > C && lo + (C - S) == H) out->insert("rollback-reserve-edge");
+      }
+      held[s] = m;
+      for (size_t l = 0; l < L; ++l) high[l * B + s] = high_water_after_rollback(cfg.layers[l], m, high[l * B + s]);
+    }
+    for (const ResetPlan& r : st.resets) {
+      const auto s = static_cast<size_t>(r.sequence);
+      held[s] = 0;
+      for (size_t l = 0; l < L; ++l) high[l * B + s] = 0;
+    }
+    for (size_t s = 0; s < B; ++s) {
+      if (st.tokens[s] == 0) continue;
+      held[s] += st.tokens[s];
+      last_chunk[s] = st.tokens[s];
+      for (size_t l = 0; l < L; ++l) high[l * B + s] = std::max(high[l * B + s], held[s]);
+    }
+    tracker.apply(st);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> derive_classes(const Case& c) {
   const Config& cfg = c.config;
   std::set<std::string> out;
@@ -84,7 +141,14 @@ std::vector<std::string> derive_classes(const Case& c) {
     const auto su = static_cast<size_t>(s);
     if (length_at_reset[su] >= 0 && seen[su] < length_at_reset[su]) out.insert("reset-shorter");
   };
+  const bool rollbacks = conformance::ScheduleTracker::has_rollbacks(c);
+  conformance::ScheduleTracker tracker(c);  // spec 1.1: which steps are refused (they change nothing)
   for (const StepPlan& st : c.steps) {
+    if (rollbacks) {
+      if (!tracker.honoured(st)) continue;
+      tracker.apply(st);
+      for (const conformance::RollbackPlan& r : st.rollbacks) seen[static_cast<size_t>(r.sequence)] -= r.n_tokens;
+    }
     if (!st.resets.empty()) out.insert("reset-reuse");
     for (const ResetPlan& r : st.resets) {
       const auto su = static_cast<size_t>(r.sequence);
@@ -125,6 +189,7 @@ std::vector<std::string> derive_classes(const Case& c) {
     }
   }
   for (int s = 0; s < B; ++s) close_epoch(s);
+  derive_rollback_classes(c, &out);
   // Needles: some planted boundary target t (with t - W not a sink) is reached by the schedule.
   if (c.data == DataMode::needle) {
     const int64_t most = needed_max_tokens(c);

@@ -238,13 +238,29 @@ std::string compare_stored_row(const KvFormat& f, int D, const GoldenStored& wan
   return "";
 }
 
+// The spec's ring of one (layer, sequence) as the rows of the file fill it: slot -> row, or -1. Kept
+// token by token (spec §3), emptied by a reset and, for the slots of removed tokens, by a rollback
+// (spec 1.1 §5.1.6). So a stored-cache look-up of (sequence, index) finds the latest row of that index
+// at or before the step (format 2: a re-appended index has a new row).
+struct SpecSlots {
+  RingGeometry geo;
+  std::vector<int64_t> row;  // [C]
+  SpecSlots(const LayerConfig& L, int64_t max_tokens)
+      : geo{L.sinks, L.window, ring_capacity(L, max_tokens)}, row(static_cast<size_t>(geo.capacity), -1) {}
+  void write(const GoldenCase& g, int64_t r) { row[static_cast<size_t>(geo.slot_of(g.rows[static_cast<size_t>(r)].index))] = r; }
+  void roll_back(const GoldenCase& g, int64_t m) {
+    for (int64_t& r : row) r = r >= 0 && g.rows[static_cast<size_t>(r)].index >= m ? -1 : r;
+  }
+  void reset() { std::fill(row.begin(), row.end(), -1); }
+};
+
 // Compares one snapshot with what the file says the ring holds.
-std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, const std::vector<int64_t>& hist_rows,
+std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, const SpecSlots& ring,
                            const CacheSnapshot& snap, const GoldenCheckOptions& opt, const PrecisionProfile& profile,
                            GoldenOutcome* r) {
   const Config& cfg = g.c.config;
   const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
-  const RingGeometry geo{L.sinks, L.window, ring_capacity(L, cfg.max_tokens)};
+  const RingGeometry& geo = ring.geo;
   const int D = cfg.head_dim, H = cfg.num_kv_heads;
   const std::string where = "after step " + std::to_string(step) + ", layer " + std::to_string(layer) + ", sequence " +
                             std::to_string(seq) + ": ";
@@ -260,8 +276,8 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
   if (snap.capacity != geo.capacity) {
     m.expected = static_cast<double>(geo.capacity);
     m.got = static_cast<double>(snap.capacity);
-    return fail("ring capacity", "ring capacity " + std::to_string(snap.capacity) + ", spec says min(S + W, max_tokens) = " +
-                                     std::to_string(geo.capacity));
+    return fail("ring capacity", "ring capacity " + std::to_string(snap.capacity) +
+                                     ", spec says min(S + W + rollback_reserve, max_tokens) = " + std::to_string(geo.capacity));
   }
   const size_t cap = static_cast<size_t>(geo.capacity), row_elems = static_cast<size_t>(H) * static_cast<size_t>(D);
   if (snap.positions.size() != cap || snap.k.size() != cap * row_elems || snap.v.size() != cap * row_elems) {
@@ -270,12 +286,10 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
                                       " V values; expected " + std::to_string(cap) + ", " + std::to_string(cap * row_elems) +
                                       " and " + std::to_string(cap * row_elems));
   }
-  std::vector<int64_t> expect(cap, -1);  // slot -> index into hist_rows
-  for (size_t j = 0; j < hist_rows.size(); ++j) expect[static_cast<size_t>(geo.slot_of(static_cast<int64_t>(j)))] = static_cast<int64_t>(j);
   const bool roped = L.rope.style != RopeStyle::none && !opt.exact_rotated_k;
   for (size_t slot = 0; slot < cap; ++slot) {
-    const int64_t j = expect[slot];
-    const int64_t row = j < 0 ? -1 : hist_rows[static_cast<size_t>(j)];
+    const int64_t row = ring.row[slot];
+    const int64_t j = row < 0 ? -1 : g.rows[static_cast<size_t>(row)].index;
     const int64_t want = j < 0 ? RingKvCache::kEmpty : g.rows[static_cast<size_t>(row)].position;
     m.slot = static_cast<int64_t>(slot);
     if (snap.positions[slot] != want) {
@@ -317,6 +331,28 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
   return "";
 }
 
+// Spec 1.1 §5.1.4: the engine refuses exactly the steps the spec refuses. Returns "" or the failure
+// (and fills r->first), naming step `st` and what the engine did.
+std::string refusal_failure(const GoldenCase& g, int st, bool engine_refused, GoldenOutcome* r) {
+  const bool spec_refuses = g.refused[static_cast<size_t>(st)] != 0;
+  if (spec_refuses == engine_refused) return "";
+  GoldenMismatch m;
+  m.what = "refusal";
+  m.step = st;
+  std::string rolls;
+  for (const conformance::RollbackPlan& p : g.c.steps[static_cast<size_t>(st)].rollbacks) {
+    if (m.sequence < 0) m.sequence = p.sequence;
+    rolls += (rolls.empty() ? "" : ", ") + std::string("sequence ") + std::to_string(p.sequence) + " by " + std::to_string(p.n_tokens);
+  }
+  m.expected = spec_refuses ? 1 : 0;
+  m.got = engine_refused ? 1 : 0;
+  r->first = m;
+  return "step " + std::to_string(st) + " (roll back " + rolls + "): " +
+         (spec_refuses ? "the spec refuses this rollback (spec 1.1 §5.1.2: a key a later query sees has been overwritten), "
+                         "but the engine did not refuse the step"
+                       : "the engine refused this rollback, but the spec honours it (spec 1.1 §5.1.2)");
+}
+
 }  // namespace
 
 GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, const GoldenCheckOptions& opt) {
@@ -346,10 +382,29 @@ GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, co
   const int B = cfg.batch, L = g.layers();
   const int64_t Hq = cfg.num_q_heads, D = cfg.head_dim;
   bool snapshots = opt.snapshot && factory.capabilities.snapshot;
-  std::vector<std::vector<int64_t>> since_reset(static_cast<size_t>(B));  // rows of each sequence since its reset
+  std::vector<SpecSlots> rings;  // [L][B]: the spec's ring, row per slot
+  for (int l = 0; l < L; ++l) {
+    for (int s = 0; s < B; ++s) rings.emplace_back(cfg.layers[static_cast<size_t>(l)], cfg.max_tokens);
+  }
+  const auto ring = [&](int l, int s) -> SpecSlots& { return rings[static_cast<size_t>(l * B + s)]; };
+  std::vector<int64_t> held(static_cast<size_t>(B), 0);
   try {
-    replay_golden(*engine, g, [&](size_t st, std::span<const ReplayedChunk> chunks) {
-      for (const ResetPlan& p : g.c.steps[st].resets) since_reset[static_cast<size_t>(p.sequence)].clear();
+    replay_golden(*engine, g, [&](size_t st, std::span<const ReplayedChunk> chunks, Refusal refusal) {
+      const conformance::StepPlan& plan = g.c.steps[st];
+      if (const std::string text = refusal_failure(g, static_cast<int>(st), refusal == Refusal::refused, &r); !text.empty()) {
+        if (r.failure.empty()) r.failure = text;
+        return false;  // the engine's state is no longer the spec's: nothing after this step is comparable
+      }
+      if (refusal == Refusal::none) {
+        for (const conformance::RollbackPlan& p : plan.rollbacks) {
+          held[static_cast<size_t>(p.sequence)] -= p.n_tokens;
+          for (int l = 0; l < L; ++l) ring(l, p.sequence).roll_back(g, held[static_cast<size_t>(p.sequence)]);
+        }
+        for (const ResetPlan& p : plan.resets) {
+          held[static_cast<size_t>(p.sequence)] = 0;
+          for (int l = 0; l < L; ++l) ring(l, p.sequence).reset();
+        }
+      }
       for (const ReplayedChunk& c : chunks) {
         const GoldenChunk& ch = *c.chunk;
         for (int l = 0; l < L; ++l) {
@@ -360,7 +415,10 @@ GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, co
             }
           }
         }
-        for (int64_t t = 0; t < ch.n_tokens; ++t) since_reset[static_cast<size_t>(ch.sequence)].push_back(ch.row_begin + t);
+        for (int64_t t = 0; t < ch.n_tokens; ++t) {
+          for (int l = 0; l < L; ++l) ring(l, ch.sequence).write(g, ch.row_begin + t);
+        }
+        held[static_cast<size_t>(ch.sequence)] += ch.n_tokens;
       }
       if (snapshots && r.failure.empty()) {
         for (int l = 0; l < L && r.failure.empty() && snapshots; ++l) {
@@ -370,8 +428,7 @@ GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, co
               snapshots = false;
               break;
             }
-            r.failure = check_snapshot(g, l, s, static_cast<int>(st), since_reset[static_cast<size_t>(s)], *snap, opt,
-                                       profile, &r);
+            r.failure = check_snapshot(g, l, s, static_cast<int>(st), ring(l, s), *snap, opt, profile, &r);
           }
         }
       }
@@ -448,6 +505,14 @@ GoldenOutcome compare_golden_outputs(const GoldenCase& g, const GoldenOutputs& o
                 " values, the case's q/k " + std::to_string(g.q.size()) + "/" + std::to_string(g.k.size());
     return r;
   }
+  // Refusals (spec 1.1 §5.1.4), from the file's "refused_steps": the earliest step where the engine and the
+  // spec disagree comes first, since everything after it ran on another state.
+  for (size_t st = 0; st < g.refused.size() && r.failure.empty(); ++st) {
+    const bool engine_refused = std::find(o.refused_steps.begin(), o.refused_steps.end(), static_cast<int>(st)) != o.refused_steps.end();
+    r.failure = refusal_failure(g, static_cast<int>(st), engine_refused, &r);
+    if (!r.failure.empty()) r.failure += " (outputs file: __metadata__ refused_steps)";
+  }
+  if (!r.failure.empty()) return r;
   // (a) The rotation on its own, first: a wrong rotation is the cause of what follows.
   std::optional<RopeVerdict> rope;
   if (rotated) {

@@ -77,6 +77,17 @@ const std::vector<ClassInfo>& class_catalogue() {
       {"int8-q8_0", feature, false, "INT8, blocks of 32 with an f16 scale (ggml q8_0)"},
       {"int8-static", feature, false, "INT8 with a static scale"},
       {"int8-half_away", feature, false, "INT8 rounding half away from zero"},
+      // ---- spec 1.1 rollback (golden format 2): features, for engines that declare rollback ----
+      {"rollback-before-wrap", feature, false, "a rollback before the sliding ring has wrapped"},
+      {"rollback-at-wrap", feature, false, "a rollback of exactly the tokens from the wrap on (m = C)"},
+      {"rollback-across-wrap", feature, false, "a rollback whose removed tokens lie on both sides of the wrap"},
+      {"rollback-reserve-edge", feature, false, "an honoured rollback at the reserve's limit (lo + C - S = H)"},
+      {"rollback-refused", feature, false, "a step the spec refuses (the engine must refuse it, and change nothing)"},
+      {"rollback-repeated", feature, false, "a rollback counted from the high-water mark of an earlier one"},
+      {"rollback-verify-partial", feature, false, "a verify chunk partly accepted: its rejected drafts rolled back "
+                                                  "and the next chunk appended in one step"},
+      {"rollback-batch", feature, false, "a rollback in a step where another sequence appends or rolls back"},
+      {"rollback-multi-layer", feature, false, "a rollback of several layers together (sliding and full)"},
   };
   return classes;
 }
@@ -131,6 +142,13 @@ std::string class_not_applicable(const Capabilities& c, const std::string& name)
   if (name == "pos-2^20") return need(c.settable_p0 && c.max_position >= (int64_t{1} << 20), "max_position < 2^20");
   if (name == "pos-2^24") return need(c.settable_p0 && c.max_position >= (int64_t{1} << 24), "max_position < 2^24");
   if (name == "pos-2^31") return need(c.settable_p0 && c.max_position >= (int64_t{1} << 30), "max_position < 2^30");
+  if (name.rfind("rollback-", 0) == 0) {
+    if (!c.rollback) return "no rollback (spec 1.1)";
+    if (name == "rollback-batch") return need(batch, "max_batch 1");
+    if (name == "rollback-multi-layer") return need(layers, "max_layers 1");
+    if (name == "rollback-reserve-edge") return need(c.max_rollback_reserve > 0, "max_rollback_reserve 0");
+    return "";
+  }
   if (name == "sinks") return need(c.sinks, "no sink tokens");
   if (name == "sink-logits") return need(c.sink_logits, "no sink logits");
   if (name == "softcap") return need(c.softcap, "no softcap");
@@ -209,7 +227,14 @@ std::vector<std::pair<std::string, Capabilities>> matrix_capability_sets() {
   Capabilities logits = conformance::core_capabilities();
   logits.sink_logits = true;
   sets.emplace_back("core + sink logits", logits);
-  sets.emplace_back("everything", Capabilities{});
+  Capabilities rollback = conformance::core_capabilities();
+  rollback.rollback = true;  // spec 1.1 (golden format 2)
+  rollback.max_rollback_reserve = int64_t{1} << 30;
+  sets.emplace_back("core + rollback", rollback);
+  Capabilities everything;
+  everything.rollback = true;
+  everything.max_rollback_reserve = int64_t{1} << 30;
+  sets.emplace_back("everything", everything);
   return sets;
 }
 

@@ -67,7 +67,7 @@ std::map<std::string, int> cases_per_class(const Capabilities& caps, const std::
 
 /// The capability sets the matrix shows and the coverage test checks, in order: core f32; core f16
 /// only; core bf16 only with head dims {64, 128}; core + q8_0 (with K and V in different formats,
-/// as ggml allows); core + sinks; core + sink logits; everything. The f16-only and bf16-only sets declare that storage (so they also run f32 cases).
+/// as ggml allows); core + sinks; core + sink logits; core + rollback (spec 1.1); everything (rollback included). The f16-only and bf16-only sets declare that storage (so they also run f32 cases).
 std::vector<std::pair<std::string, Capabilities>> matrix_capability_sets();
 
 /// The matrix as a Markdown table (classes as rows, capability sets as columns), as

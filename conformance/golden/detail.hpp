@@ -30,8 +30,24 @@ bool contains(const std::vector<T>& v, const T& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-/// Rows and chunks of a case: they follow from the schedule alone (defined in record.cpp).
-void layout_rows(const conformance::Case& c, std::vector<GoldenRow>* rows, std::vector<GoldenChunk>* chunks);
+/// Rows and chunks of a case: they follow from the schedule alone (defined in record.cpp). Every
+/// appended token is a row; a step the spec refuses (`refused`, from rollback_schedule) appends nothing.
+void layout_rows(const conformance::Case& c, const std::vector<uint8_t>& refused, std::vector<GoldenRow>* rows,
+                 std::vector<GoldenChunk>* chunks);
+
+/// Golden format 2 (spec 1.1): validates the rollback events of a case's schedule and returns, per
+/// step, 1 where the spec refuses it (§5.1.2), else 0 (all 0 for a case without rollbacks). Throws
+/// ringkv::Error naming the field (case.steps[i].rollbacks[j].n_tokens, .stream, .sequence) where a
+/// rollback takes back more than its sequence holds, reuses a stream, names a sequence outside the
+/// batch or twice, meets a reset of its sequence, or where a refused step also resets or appends
+/// (format 2 records a refused step with its rollbacks only). Defined in record.cpp.
+std::vector<uint8_t> rollback_schedule(const conformance::Case& c);
+
+/// The golden format version a case is written in: 2 with rollback events, else 1 (byte-identical
+/// to the files written before format 2).
+inline int format_version_of(const conformance::Case& c) {
+  return conformance::ScheduleTracker::has_rollbacks(c) ? 2 : 1;
+}
 
 /// The dimensions of a case's tensors with R rows (docs/golden-format.md §3).
 struct Dims {
@@ -52,11 +68,16 @@ inline size_t count(std::initializer_list<int64_t> dims) {
   return n;
 }
 
-// Tokens per stream between resets: the max_tokens a schedule needs.
+// Tokens per stream between resets: the max_tokens a schedule needs. Rollbacks (spec 1.1) count as
+// honoured (a refused one would leave more tokens: cases with refusals set max_tokens themselves).
 inline int64_t needed_max_tokens(const conformance::Case& c) {
   std::vector<int64_t> seen(static_cast<size_t>(c.config.batch), 0);
   int64_t most = 1;
   for (const conformance::StepPlan& st : c.steps) {
+    for (const conformance::RollbackPlan& r : st.rollbacks) {
+      int64_t& n = seen[static_cast<size_t>(r.sequence)];
+      n = std::max<int64_t>(0, n - r.n_tokens);
+    }
     for (const conformance::ResetPlan& r : st.resets) seen[static_cast<size_t>(r.sequence)] = 0;
     for (size_t s = 0; s < st.tokens.size(); ++s) {
       seen[s] += st.tokens[s];

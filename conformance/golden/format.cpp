@@ -17,6 +17,7 @@ namespace ringkv::golden {
 
 using conformance::Case;
 using conformance::ResetPlan;
+using conformance::RollbackPlan;
 using conformance::StepPlan;
 using nlohmann::json;
 
@@ -63,6 +64,26 @@ std::vector<int64_t> resets_tensor(const Case& c) {
   return r;
 }
 
+// Format 2: per rollback, step, sequence, n_tokens, stream (rollbacks come first in their step).
+std::vector<int64_t> rollbacks_tensor(const Case& c) {
+  std::vector<int64_t> r;
+  for (size_t st = 0; st < c.steps.size(); ++st) {
+    for (const RollbackPlan& p : c.steps[st].rollbacks) {
+      r.insert(r.end(), {static_cast<int64_t>(st), p.sequence, p.n_tokens, p.stream});
+    }
+  }
+  return r;
+}
+
+size_t num_rollbacks(const Case& c) {
+  size_t n = 0;
+  for (const StepPlan& st : c.steps) n += st.rollbacks.size();
+  return n;
+}
+
+// Format 2: per step, 1 where the spec refuses it.
+std::vector<int32_t> refused_tensor(const std::vector<uint8_t>& refused) { return {refused.begin(), refused.end()}; }
+
 std::vector<int64_t> rows_tensor(const std::vector<GoldenRow>& rows) {
   std::vector<int64_t> r;
   for (const GoldenRow& x : rows) r.insert(r.end(), {x.step, x.sequence, x.index, x.stream});
@@ -95,8 +116,9 @@ StFile golden_to_safetensors(const GoldenCase& g) {
   StFile f;
   f.source = g.name;
   f.metadata["format"] = kGoldenFormat;
-  f.metadata["golden_format_version"] = kGoldenFormatVersion;
-  f.metadata["spec_version"] = kSpecVersion;
+  const bool v2 = g.format_version() == 2;  // a case without rollbacks stays format 1, byte for byte
+  f.metadata["golden_format_version"] = v2 ? kGoldenFormatVersion2 : kGoldenFormatVersion;
+  f.metadata["spec_version"] = v2 ? kSpecVersion11 : kSpecVersion;
   f.metadata["name"] = g.name;
   f.metadata["id"] = c.id();
   f.metadata["case"] = conformance::case_to_json(c).dump();
@@ -104,6 +126,10 @@ StFile golden_to_safetensors(const GoldenCase& g) {
   auto& t = f.tensors;
   t["schedule"] = make_tensor({d.T, d.B}, schedule_tensor(c));
   if (num_resets(c) > 0) t["resets"] = make_tensor({static_cast<int64_t>(num_resets(c)), 4}, resets_tensor(c));
+  if (v2) {
+    t["rollbacks"] = make_tensor({static_cast<int64_t>(num_rollbacks(c)), 4}, rollbacks_tensor(c));
+    t["refused"] = make_tensor({d.T}, refused_tensor(g.refused));
+  }
   t["rows"] = make_tensor({d.R, 4}, rows_tensor(g.rows));
   t["positions"] = make_tensor({d.R}, positions_tensor(g.rows));
   t["chunks"] = make_tensor({static_cast<int64_t>(g.chunks.size()), 4}, chunks_tensor(g.chunks));
@@ -156,6 +182,24 @@ void precheck_schedule(const json& j) {
         }
       }
     }
+    if (st.contains("rollbacks") && st["rollbacks"].is_array()) {
+      for (size_t k = 0; k < st["rollbacks"].size(); ++k) {
+        const json& r = st["rollbacks"][k];
+        const std::string rp = p + ".rollbacks[" + std::to_string(k) + "]";
+        if (!r.is_object() || !r.contains("sequence") || !r["sequence"].is_number_integer() ||
+            r["sequence"].get<int64_t>() < 0 || r["sequence"].get<int64_t>() >= B) {
+          throw Error(rp + ".sequence: must be a sequence in [0, batch = " + std::to_string(B) + ")");
+        }
+        if (!r.contains("stream") || !r["stream"].is_number_integer() || r["stream"].get<int64_t>() < 0 ||
+            r["stream"].get<int64_t>() > (int64_t{1} << 30)) {
+          throw Error(rp + ".stream: must be a stream in [0, 2^30]");
+        }
+        if (!r.contains("n_tokens") || !r["n_tokens"].is_number_integer() || r["n_tokens"].get<int64_t>() < 1 ||
+            r["n_tokens"].get<int64_t>() > (int64_t{1} << 40)) {
+          throw Error(rp + ".n_tokens: must be an integer >= 1 (at most the tokens the sequence holds)");
+        }
+      }
+    }
     if (st.contains("tokens") && st["tokens"].is_array()) {
       for (const json& n : st["tokens"]) {
         if (n.is_number_integer() && n.get<int64_t>() < 0) throw Error(p + ".tokens: counts must be >= 0");
@@ -172,11 +216,15 @@ GoldenCase golden_from_safetensors(const StFile& f) {
   if (f.meta("format") != kGoldenFormat) {
     throw bad("__metadata__ format = \"" + f.meta("format") + "\": not a ringkv golden case (expected \"" + kGoldenFormat + "\")");
   }
-  if (f.meta("golden_format_version") != kGoldenFormatVersion) {
-    throw bad("golden_format_version " + f.meta("golden_format_version") + ": this ringkv reads version " + kGoldenFormatVersion);
+  const std::string version = f.meta("golden_format_version");
+  if (version != kGoldenFormatVersion && version != kGoldenFormatVersion2) {
+    throw bad("golden_format_version " + version + ": this ringkv reads versions 1 and 2 (a newer ringkv wrote this case)");
   }
-  if (f.meta("spec_version") != kSpecVersion) {
-    throw bad("spec_version " + f.meta("spec_version") + ": this ringkv implements spec " + kSpecVersion);
+  const bool v2 = version == kGoldenFormatVersion2;
+  const std::string want_spec = v2 ? kSpecVersion11 : kSpecVersion;
+  if (f.meta("spec_version") != want_spec) {
+    throw bad("spec_version " + f.meta("spec_version") + ": golden format " + version + " holds spec " + want_spec +
+              " cases (this ringkv implements spec 1.1)");
   }
   GoldenCase g;
   g.name = f.meta("name");
@@ -211,7 +259,17 @@ GoldenCase golden_from_safetensors(const StFile& f) {
   if (f.meta("id") != g.c.id()) {
     throw bad("__metadata__ id \"" + f.meta("id") + "\" does not match the case it describes (\"" + g.c.id() + "\")");
   }
-  layout_rows(g.c, &g.rows, &g.chunks);
+  if (v2 != (format_version_of(g.c) == 2)) {
+    throw bad(v2 ? std::string("golden_format_version 2, but the case has no rollback events (a case without them is format 1)")
+                 : std::string("golden_format_version 1 cannot hold rollback events (case.steps[*].rollbacks): this case is "
+                               "format 2, spec 1.1"));
+  }
+  try {  // format 2: a schedule a reader can trust (counts, fresh streams, refusals): else a corrupt golden
+    g.refused = rollback_schedule(g.c);
+  } catch (const Error& e) {
+    throw bad(std::string("__metadata__ 'case' has an invalid rollback schedule: ") + e.what());
+  }
+  layout_rows(g.c, g.refused, &g.rows, &g.chunks);
   const Dims d = dims_of(g.c, g.num_rows());
   const Case& c = g.c;
   std::set<std::string> expected_names;
@@ -227,6 +285,20 @@ GoldenCase golden_from_safetensors(const StFile& f) {
   };
   same("schedule", {d.T, d.B}, schedule_tensor(c), "schedule");
   if (num_resets(c) > 0) same("resets", {static_cast<int64_t>(num_resets(c)), 4}, resets_tensor(c), "resets");
+  if (v2) {
+    same("rollbacks", {static_cast<int64_t>(num_rollbacks(c)), 4}, rollbacks_tensor(c), "rollbacks");
+    std::vector<int32_t> refused;
+    take("refused", {d.T}, &refused);
+    for (size_t st = 0; st < refused.size(); ++st) {
+      if (refused[st] != static_cast<int32_t>(g.refused[st])) {
+        throw bad("tensor 'refused' says step " + std::to_string(st) + (refused[st] ? " is refused" : " is honoured") +
+                  ", but spec 1.1 §5.1.2 " + (g.refused[st] ? "refuses" : "honours") + " its rollbacks (" +
+                  (refused[st] == 0 || refused[st] == 1 ? std::string("the file contradicts the rule")
+                                                        : "it holds " + std::to_string(refused[st]) + ", not 0 or 1") +
+                  ")");
+      }
+    }
+  }
   same("rows", {d.R, 4}, rows_tensor(g.rows), "schedule");
   same("positions", {d.R}, positions_tensor(g.rows), "start positions and schedule");
   same("chunks", {static_cast<int64_t>(g.chunks.size()), 4}, chunks_tensor(g.chunks), "schedule");
@@ -253,7 +325,7 @@ GoldenCase golden_from_safetensors(const StFile& f) {
   }
   for (const auto& [name, t] : f.tensors) {
     (void)t;
-    if (!expected_names.count(name)) throw bad("unexpected tensor '" + name + "' (not part of golden format " + kGoldenFormatVersion + ")");
+    if (!expected_names.count(name)) throw bad("unexpected tensor '" + name + "' (not part of golden format " + version + ")");
   }
   for (double n : g.n_keys) {
     if (!(n >= 1)) throw bad("tensor 'score.n_keys' holds " + fmt(n) + ": every query sees at least its own key");
@@ -301,6 +373,28 @@ GoldenOutputs read_golden_outputs(const std::string& path, const GoldenCase& g) 
       o.profile = conformance::profile_from_json(json::parse(*p));
     } catch (const std::exception& e) {
       throw Error(path + ": __metadata__ 'profile' is not a valid precision profile: " + e.what());
+    }
+  }
+  if (const std::string* rs = meta("refused_steps")) {  // spec 1.1: the steps the engine refused
+    const std::string field = path + ": __metadata__ refused_steps = " + *rs;
+    json j;
+    try {
+      j = json::parse(*rs);
+    } catch (const json::exception&) {
+      throw Error(field + ": not JSON; give the refused steps as a JSON array of step numbers, e.g. [3, 7]");
+    }
+    if (!j.is_array()) throw Error(field + ": must be a JSON array of step numbers, e.g. [3, 7]");
+    const auto T = static_cast<int64_t>(g.c.steps.size());
+    for (const json& x : j) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= T) {
+        throw Error(field + ": every entry must be a step number in [0, " + std::to_string(T) + ")");
+      }
+      const int st = static_cast<int>(x.get<int64_t>());
+      if (!o.refused_steps.empty() && st <= o.refused_steps.back()) throw Error(field + ": steps must be ascending, each once");
+      if (g.c.steps[static_cast<size_t>(st)].rollbacks.empty()) {
+        throw Error(field + ": step " + std::to_string(st) + " has no rollback, so there is nothing to refuse");
+      }
+      o.refused_steps.push_back(st);
     }
   }
   if (const std::string* u = meta("unsupported")) {
@@ -362,6 +456,7 @@ void write_golden_outputs(const std::string& path, const GoldenCase& g, const Go
   if (!o.engine.empty()) f.metadata["engine"] = o.engine;
   if (o.profile) f.metadata["profile"] = conformance::profile_to_json(*o.profile).dump();
   if (!o.unsupported.empty()) f.metadata["unsupported"] = o.unsupported;
+  if (!o.refused_steps.empty()) f.metadata["refused_steps"] = json(o.refused_steps).dump();
   if (!o.out.empty()) f.tensors["out"] = make_tensor({d.L, d.R, d.Hq, d.D}, o.out);
   if (!o.q_rot.empty()) f.tensors["q_rot"] = make_tensor({d.L, d.R, d.Hq, d.D}, o.q_rot);
   if (!o.k_rot.empty()) f.tensors["k_rot"] = make_tensor({d.L, d.R, d.Hkv, d.D}, o.k_rot);

@@ -21,8 +21,12 @@
 namespace ringkv::golden {
 
 inline constexpr const char* kGoldenFormat = "ringkv-golden";
+/// Format 1: spec 1 cases. Format 2 (spec 1.1): a case with rollback events; a case without them is
+/// still written as format 1, byte for byte as before (docs/golden-format.md, "Format 2").
 inline constexpr const char* kGoldenFormatVersion = "1";
 inline constexpr const char* kSpecVersion = "1";
+inline constexpr const char* kGoldenFormatVersion2 = "2";
+inline constexpr const char* kSpecVersion11 = "1.1";
 inline constexpr const char* kOutputsFormat = "ringkv-golden-outputs";
 
 /// One case of the committed set: a stable file name, its boundary classes, the case.
@@ -70,7 +74,11 @@ struct GoldenCase {
   std::vector<std::string> classes;
   conformance::Case c;
 
-  std::vector<GoldenRow> rows;      ///< [R] in schedule order: step, then sequence ascending, then token
+  /// [T] 1 where spec 1.1 refuses the step (§5.1.2): the engine must refuse it, and it changes nothing
+  /// (format 2 holds such a step's rollbacks only). All 0 for a case without rollbacks.
+  std::vector<uint8_t> refused;
+  std::vector<GoldenRow> rows;      ///< [R] in schedule order: step, then sequence ascending, then token.
+                                    ///< After a rollback (format 2) an index appears again: the latest row wins
   std::vector<GoldenChunk> chunks;  ///< [C] in the same order
   std::vector<float> q;             ///< [L][R][Hq][D] raw (unrotated) inputs, exactly what the oracle saw
   std::vector<float> k, v;          ///< [L][R][Hkv][D]
@@ -83,6 +91,10 @@ struct GoldenCase {
   GoldenStored k_stored, v_stored;
 
   int layers() const { return static_cast<int>(c.config.layers.size()); }
+  /// 2 for a case with rollback events (spec 1.1), else 1.
+  int format_version() const;
+  /// The steps the spec refuses, ascending.
+  std::vector<int> refused_steps() const;
   int64_t num_rows() const { return static_cast<int64_t>(rows.size()); }
   std::string id() const { return c.id(); }
   /// Offset of element [layer][row][head][0] of a q-shaped ([L][R][Hq][D]) tensor.
@@ -193,6 +205,9 @@ struct GoldenOutputs {
   std::optional<PrecisionProfile> profile;    ///< from __metadata__ "profile", if present
   std::string engine;                         ///< __metadata__ "engine", if present
   std::string unsupported;                    ///< __metadata__ "unsupported": why the engine cannot run the case
+  /// __metadata__ "refused_steps" (format 2 cases): the steps the engine refused (a StepError for a
+  /// refused rollback, spec 1.1 §5.1.4), ascending; absent means none.
+  std::vector<int> refused_steps;
   /// The engine's rotated q and k before storage rounding (tensors "q_rot", "k_rot"; both or neither):
   /// [L][R][Hq][D] and [L][R][Hkv][D], empty if absent.
   std::vector<float> q_rot, k_rot;
@@ -233,6 +248,10 @@ struct ManifestEntry {
   int64_t bytes = 0;
   std::string level;                  ///< "core" or "feature" (golden/coverage.hpp: case_level)
   std::vector<std::string> features;  ///< its feature classes (empty for a core case)
+  /// "requires" (format 2 entries only; absent for format 1): what a reader and an engine need.
+  int golden_format_version = 1;
+  std::string spec_version = "1";
+  std::vector<std::string> required_capabilities;  ///< e.g. {"rollback"}
 };
 /// Reads DIR/manifest.json (throws ringkv::Error naming the problem).
 std::vector<ManifestEntry> read_manifest(const std::string& dir);

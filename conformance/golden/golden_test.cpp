@@ -20,6 +20,7 @@
 
 #include "golden/coverage.hpp"
 #include "golden/golden.hpp"
+#include "golden/replay.hpp"
 #include "support/capabilities.hpp"
 #include "golden/safetensors.hpp"
 #include "golden/sha256.hpp"
@@ -390,7 +391,14 @@ TEST(GoldenFile, ReadRejectsInconsistentFiles) {
   expect_invalid(f, "does not match the case");
   f = good;
   f.metadata["golden_format_version"] = "2";
-  expect_invalid(f, "this ringkv reads version 1");
+  f.metadata["spec_version"] = "1.1";
+  expect_invalid(f, "golden_format_version 2, but the case has no rollback events");
+  f = good;
+  f.metadata["golden_format_version"] = "3";
+  expect_invalid(f, "golden_format_version 3: this ringkv reads versions 1 and 2");
+  f = good;
+  f.metadata["spec_version"] = "1.1";
+  expect_invalid(f, "spec_version 1.1: golden format 1 holds spec 1 cases");
   f = good;
   f.metadata["format"] = "something-else";
   expect_invalid(f, "not a ringkv golden case");
@@ -507,9 +515,9 @@ GoldenKills golden_kills(const conformance::MutantInfo& m, const std::vector<Gol
 // would be listed here with the reason, and in docs/tolerances.md §5.
 constexpr size_t kMinGoldenKills = 3;
 
-TEST(GoldenCheck, EveryMutantFailsAtLeastThreeCommittedCasesWithTheCacheAndOnOutputsAlone) {
-  const std::vector<GoldenCase> cases = committed();
-  for (const conformance::MutantInfo& m : conformance::all_mutants()) {
+// Each mutant (not the controls) of `mutants` fails at least kMinGoldenKills of `cases`, both ways.
+void expect_golden_kills(const std::vector<conformance::MutantInfo>& mutants, const std::vector<GoldenCase>& cases) {
+  for (const conformance::MutantInfo& m : mutants) {
     if (m.must_pass) continue;
     const GoldenKills k = golden_kills(m, cases);
     EXPECT_GE(k.with_cache.size(), kMinGoldenKills)
@@ -521,6 +529,10 @@ TEST(GoldenCheck, EveryMutantFailsAtLeastThreeCommittedCasesWithTheCacheAndOnOut
     std::printf("[golden] %-29s fails %2zu/%zu cases with the cache, %2zu on outputs alone; first %s\n", m.name,
                 k.with_cache.size(), cases.size(), k.outputs_only.size(), k.first_outputs.substr(0, 200).c_str());
   }
+}
+
+TEST(GoldenCheck, EveryMutantFailsAtLeastThreeCommittedCasesWithTheCacheAndOnOutputsAlone) {
+  expect_golden_kills(conformance::all_mutants(), committed());
 }
 
 // Two batch bugs no mutant models, which batch3_same_positions must show on outputs alone:
@@ -590,6 +602,7 @@ class BatchBugEngine : public Engine {
 EngineFactory batch_bug_factory(bool shared) {
   EngineFactory f = reference_engine_factory();
   f.capabilities.snapshot = false;
+  f.capabilities.rollback = false;  // it models batch bugs only: the rollback cases are not applicable
   f.create = [shared](const Config& c) -> std::unique_ptr<Engine> { return std::make_unique<BatchBugEngine>(c, shared); };
   return f;
 }
@@ -601,6 +614,7 @@ TEST(GoldenCheck, BatchCasesShowASharedRingAndAWrongStrideOnOutputsAlone) {
     std::vector<std::string> killed;
     for (const GoldenCase& g : cases) {
       const GoldenOutcome r = check_golden(f, g);
+      if (r.skipped) continue;  // the rollback cases: not applicable
       if (g.c.config.batch == 1) {
         EXPECT_TRUE(r.passed) << g.name << " (batch 1, where the bug cannot act): " << r.failure;
       } else if (!r.passed) {
@@ -672,11 +686,15 @@ TEST(GoldenReport, DISABLED_GoldenKillMatrix) {
 }
 
 // An external engine's loop: replay the file's chunks, in schedule order, and collect the outputs.
-std::vector<float> replay(const GoldenCase& g, Engine& engine) {
+// Format 2: each step's rollbacks go first; a step the engine refuses (a StepError saying "refused")
+// changes nothing and is listed in `refused`.
+std::vector<float> replay(const GoldenCase& g, Engine& engine, std::vector<int>* refused = nullptr) {
   const Config& cfg = g.c.config;
   const int64_t L = g.layers(), Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim, R = g.num_rows();
   std::vector<float> out(g.expected.size());
   for (size_t st = 0; st < g.c.steps.size(); ++st) {
+    std::vector<SequenceRollback> rollbacks;
+    for (const conformance::RollbackPlan& p : g.c.steps[st].rollbacks) rollbacks.push_back({p.sequence, p.n_tokens});
     std::vector<SequenceReset> resets;
     for (const conformance::ResetPlan& p : g.c.steps[st].resets) resets.push_back({p.sequence, p.start_position});
     std::vector<std::vector<float>> q, k, v, o;
@@ -702,7 +720,13 @@ std::vector<float> replay(const GoldenCase& g, Engine& engine) {
     for (size_t i = 0; i < chunks.size(); ++i) {
       appends.push_back({chunks[i]->sequence, chunks[i]->n_tokens, q[i].data(), k[i].data(), v[i].data(), o[i].data()});
     }
-    engine.step(StepBatch{resets, appends});
+    try {
+      engine.step(StepBatch{resets, appends, rollbacks});
+    } catch (const StepError& e) {
+      if (rollbacks.empty() || std::string(e.what()).find("refused") == std::string::npos) throw;
+      if (refused) refused->push_back(static_cast<int>(st));
+      continue;
+    }
     for (size_t i = 0; i < chunks.size(); ++i) {
       const int64_t n = chunks[i]->n_tokens;
       for (int64_t l = 0; l < L; ++l) {
@@ -719,10 +743,16 @@ TEST(GoldenCheck, FileExchangeModeComparesAnOutputsFile) {
   const std::vector<GoldenCase> cases = committed();
   for (const GoldenCase& g : cases) {
     const auto engine = make_reference_engine(g.c.config);
-    const std::vector<float> out = replay(g, *engine);
+    GoldenOutputs o;
+    o.out = replay(g, *engine, &o.refused_steps);
+    const std::vector<float>& out = o.out;
+    EXPECT_EQ(o.refused_steps, g.refused_steps()) << g.name;
+    o.engine = "reference";
+    o.profile = engine->info().precision;
     const std::string path = (tmp / (g.name + ".safetensors")).string();
-    write_golden_outputs(path, g, out, "reference", engine->info().precision);
+    write_golden_outputs(path, g, o);
     const GoldenOutputs read = read_golden_outputs(path, g);
+    EXPECT_EQ(read.refused_steps, g.refused_steps()) << g.name;
     ASSERT_TRUE(read.profile.has_value());
     EXPECT_EQ(*read.profile, engine->info().precision);
     EXPECT_EQ(read.engine, "reference");
@@ -922,6 +952,290 @@ TEST(GoldenCheck, SkipsWhatTheCapabilitiesLack) {
   EXPECT_NE(gap.find("softcap"), std::string::npos) << gap;
   EXPECT_NE(gap.find(" layers > max_layers 1"), std::string::npos) << gap;
 }
+
+
+// ---------------------------------------------------------------------------------------------
+// Golden format 2 (spec 1.1 rollback)
+
+namespace rollback {
+
+std::vector<GoldenCase> v2_cases() {
+  std::vector<GoldenCase> out;
+  for (GoldenCase& g : committed()) {
+    if (g.format_version() == 2) out.push_back(std::move(g));
+  }
+  return out;
+}
+
+GoldenCase named(const std::string& name) { return read_golden(kDir + "/cases/" + name + ".safetensors"); }
+
+TEST(GoldenFormat2, RollbackCasesAreFormat2AndEveryOtherCaseStaysFormat1) {
+  size_t v2 = 0, refusing = 0;
+  for (const ManifestEntry& e : read_manifest(kDir)) {
+    const StFile f = read_safetensors(kDir + "/" + e.file);
+    const GoldenCase g = golden_from_safetensors(f);
+    const bool rolls = conformance::ScheduleTracker::has_rollbacks(g.c);
+    EXPECT_EQ(g.format_version(), rolls ? 2 : 1) << e.name;
+    EXPECT_EQ(f.meta("golden_format_version"), rolls ? "2" : "1") << e.name;
+    EXPECT_EQ(f.meta("spec_version"), rolls ? "1.1" : "1") << e.name;
+    EXPECT_EQ(f.tensors.count("rollbacks") == 1, rolls) << e.name;
+    EXPECT_EQ(f.tensors.count("refused") == 1, rolls) << e.name;
+    EXPECT_EQ(e.golden_format_version, g.format_version()) << e.name << ": the manifest's requires";
+    EXPECT_EQ(e.required_capabilities, rolls ? std::vector<std::string>{"rollback"} : std::vector<std::string>{}) << e.name;
+    v2 += rolls;
+    refusing += g.refused_steps().empty() ? 0 : 1;
+  }
+  EXPECT_GE(v2, 9u);
+  EXPECT_GE(refusing, 3u) << "a mutant that never refuses must fail at least three cases";
+}
+
+// Rows: an index taken back and appended again has a new row from the rollback's stream; the latest
+// row of (sequence, index) holds what the ring stores.
+TEST(GoldenFormat2, ReappendedIndicesGetNewRowsFromTheRollbacksStream) {
+  for (const GoldenCase& g : v2_cases()) {
+    std::map<std::pair<int, int64_t>, const GoldenRow*> latest;
+    size_t again = 0;
+    for (const GoldenRow& r : g.rows) {
+      const auto key = std::make_pair(r.sequence, r.index);
+      if (const auto it = latest.find(key); it != latest.end()) {
+        ++again;
+        EXPECT_NE(it->second->stream, r.stream) << g.name << ": index " << r.index << " re-appended on the same stream";
+        EXPECT_GT(r.step, it->second->step) << g.name;
+      }
+      latest[key] = &r;
+    }
+    EXPECT_GT(again, 0u) << g.name << " re-appends no index";
+  }
+}
+
+StFile with_case(const GoldenCase& g) { return golden_to_safetensors(g); }
+
+TEST(GoldenFormat2, ACorruptRollbackScheduleIsRejectedNamingTheField) {
+  const GoldenCase good = named("rollback_repeated_refused");
+  ASSERT_EQ(good.c.steps[2].rollbacks.size(), 1u);
+  (void)golden_from_safetensors(with_case(good));
+  GoldenCase g = good;
+  g.c.steps[1].rollbacks[0].n_tokens = 30;  // more than the sequence holds (the case reader's schedule check)
+  expect_invalid(with_case(g), "not a valid case: case.steps: case: step 1: rolls back 30 of the 10 tokens sequence 0 holds");
+  g = good;
+  g.c.steps[3].rollbacks[0].stream = g.c.steps[1].rollbacks[0].stream;  // a stream used twice: stale data could pass
+  expect_invalid(with_case(g), "case.steps[3].rollbacks[0].stream = 10: already used");
+  g = good;
+  g.c.steps[3].rollbacks[0].stream = 0;  // the initial stream
+  expect_invalid(with_case(g), "case.steps[3].rollbacks[0].stream = 0: already used");
+  StFile f = with_case(good);
+  ASSERT_EQ(f.tensors["refused"].data.size(), good.c.steps.size() * 4);
+  f.tensors["refused"].data[2 * 4] = 0;  // step 2 is refused by the rule; the file says honoured
+  expect_invalid(f, "tensor 'refused' says step 2 is honoured, but spec 1.1 §5.1.2 refuses its rollbacks");
+  f = with_case(good);
+  f.tensors["refused"].data[1 * 4] = 1;
+  expect_invalid(f, "tensor 'refused' says step 1 is refused, but spec 1.1 §5.1.2 honours");
+  f = with_case(good);
+  f.tensors["rollbacks"].data[2 * 8] ^= 1;  // the n_tokens of the first rollback
+  expect_invalid(f, "tensor 'rollbacks' does not match the rollbacks");
+  f = with_case(good);
+  f.tensors.erase("refused");
+  expect_invalid(f, "tensor 'refused' is missing");
+  f = with_case(good);
+  f.metadata["golden_format_version"] = "1";
+  f.metadata["spec_version"] = "1";
+  expect_invalid(f, "golden_format_version 1 cannot hold rollback events");
+  f = with_case(good);
+  f.metadata["golden_format_version"] = "3";
+  expect_invalid(f, "golden_format_version 3: this ringkv reads versions 1 and 2");
+  g = good;  // a refused step that also appends: format 2 records refused steps with their rollbacks only
+  g.c.steps[2].tokens[0] = 1;
+  g.c.steps[4].tokens[0] -= 1;
+  expect_invalid(with_case(g), "case.steps[2]: the spec refuses this step's rollback");
+}
+
+// Through the manifest, a corrupt format 2 case is unusable input (GoldenInputError), never the engine's fault.
+TEST(GoldenFormat2, ACorruptCaseThroughTheManifestIsUnusableInput) {
+  GoldenCase g = named("rollback_repeated_refused");
+  g.c.steps[1].rollbacks[0].n_tokens = 30;
+  const std::vector<uint8_t> bytes = serialize_safetensors(golden_to_safetensors(g));
+  const fs::path tmp = fs::path(RINGKV_GOLDEN_TMP) / "corrupt_v2";
+  fs::create_directories(tmp);
+  write_file_bytes((tmp / "c.safetensors").string(), bytes);
+  ManifestEntry e;
+  e.name = g.name;
+  e.file = "c.safetensors";
+  e.bytes = static_cast<int64_t>(bytes.size());
+  e.sha256 = sha256_hex(bytes);
+  e.golden_format_version = 2;
+  try {
+    (void)load_manifest_case(tmp.string(), e);
+    ADD_FAILURE() << "a corrupt rollback schedule was accepted";
+  } catch (const GoldenInputError& err) {
+    EXPECT_NE(std::string(err.what()).find("step 1: rolls back 30 of the 10 tokens"), std::string::npos) << err.what();
+  }
+  fs::remove_all(tmp);
+}
+
+TEST(GoldenFormat2, TheManifestSaysWhatEachCaseRequiresAndRejectsNewerVersions) {
+  const fs::path tmp = fs::path(RINGKV_GOLDEN_TMP) / "manifest_v3";
+  fs::create_directories(tmp);
+  const std::vector<uint8_t> bytes = read_file_bytes(kDir + "/manifest.json");
+  const std::string text(bytes.begin(), bytes.end());
+  nlohmann::json m = nlohmann::json::parse(text);
+  EXPECT_EQ(m["golden_format_version"], "2");
+  EXPECT_EQ(m["spec_version"], "1.1");
+  for (const nlohmann::json& c : m["cases"]) {
+    const bool v2 = c.contains("requires");
+    EXPECT_EQ(v2, std::string(c["name"]).rfind("rollback_", 0) == 0) << c["name"];
+    if (v2) {
+      EXPECT_EQ(c["requires"].dump(), R"({"capabilities":["rollback"],"golden_format_version":2,"spec":"1.1"})");
+    }
+  }
+  const auto rejected = [&](const nlohmann::json& j, const std::string& part) {
+    const std::string s = j.dump(2);
+    write_file_bytes((tmp / "manifest.json").string(), std::vector<uint8_t>(s.begin(), s.end()));
+    try {
+      (void)read_manifest(tmp.string());
+      ADD_FAILURE() << "accepted a manifest; expected: " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json j = m;
+  j["golden_format_version"] = "3";
+  rejected(j, "golden_format_version \"3\": this ringkv reads versions 1 and 2");
+  size_t first_v2 = 0;
+  while (!m["cases"][first_v2].contains("requires")) ++first_v2;
+  j = m;
+  j["cases"][first_v2]["requires"]["golden_format_version"] = 3;
+  rejected(j, "requires.golden_format_version = 3: case " + std::string(m["cases"][first_v2]["name"]) + " needs a newer ringkv");
+  j = m;
+  j["cases"][first_v2]["requires"]["capabilities"] = {"teleport"};
+  rejected(j, "requires.capabilities: \"teleport\" is not a capability this ringkv knows");
+  j = m;
+  j["cases"][first_v2]["requires"]["colour"] = "red";
+  rejected(j, "requires.colour: unknown field");
+  j = m;
+  j["golden_format_version"] = "1";
+  rejected(j, "requires.golden_format_version = 2 in a manifest of golden_format_version 1");
+  fs::remove_all(tmp);
+}
+
+TEST(GoldenFormat2, AnEngineWithoutRollbackSkipsTheRollbackCasesAsNotApplicable) {
+  EngineFactory f = reference_engine_factory();
+  f.capabilities.rollback = false;
+  f.capabilities.max_rollback_reserve = 0;
+  for (const GoldenCase& g : v2_cases()) {
+    const GoldenOutcome r = check_golden(f, g);
+    EXPECT_TRUE(r.skipped) << g.name;
+    EXPECT_FALSE(r.passed) << g.name;
+    EXPECT_TRUE(r.failure.empty()) << g.name << ": " << r.failure;
+    EXPECT_NE(r.skip_reason.find("rollback"), std::string::npos) << r.skip_reason;
+  }
+}
+
+class HonoursEveryRollback : public ReferenceEngine {  // never refuses: a silent no-op after the wrap
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void check_rollbacks(const StepBatch&) const override {}
+};
+
+TEST(GoldenFormat2, AnEngineMustRefuseExactlyTheRefusedStepsWithItsCacheAndThroughAnOutputsFile) {
+  EngineFactory f = reference_engine_factory();
+  f.create = [](const Config& c) -> std::unique_ptr<Engine> { return std::make_unique<HonoursEveryRollback>(c); };
+  const GoldenCase g = named("rollback_repeated_refused");
+  ASSERT_EQ(g.refused_steps(), std::vector<int>{2});
+  for (const bool snapshot : {true, false}) {
+    GoldenCheckOptions opt;
+    opt.snapshot = snapshot;
+    const GoldenOutcome r = check_golden(f, g, opt);
+    EXPECT_FALSE(r.passed);
+    EXPECT_NE(r.failure.find("step 2 (roll back sequence 0 by 3): the spec refuses this rollback"), std::string::npos)
+        << r.failure;
+    ASSERT_TRUE(r.first.has_value());
+    EXPECT_EQ(r.first->what, "refusal");
+    EXPECT_EQ(r.first->step, 2);
+  }
+  // File exchange: the refusals come from __metadata__ refused_steps.
+  const fs::path tmp = fs::path(RINGKV_GOLDEN_TMP) / "refusals";
+  fs::create_directories(tmp);
+  const std::string path = (tmp / "out.safetensors").string();
+  GoldenOutputs o;
+  o.out = g.expected;
+  o.refused_steps = {2};
+  write_golden_outputs(path, g, o);
+  EXPECT_TRUE(check_golden_outputs(g, path, PrecisionProfile{}).passed);
+  o.refused_steps = {};
+  write_golden_outputs(path, g, o);
+  GoldenOutcome r = check_golden_outputs(g, path, PrecisionProfile{});
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.failure.find("step 2 (roll back sequence 0 by 3): the spec refuses this rollback (spec 1.1 §5.1.2"),
+            std::string::npos) << r.failure;
+  EXPECT_NE(r.failure.find("but the engine did not refuse the step (outputs file: __metadata__ refused_steps)"),
+            std::string::npos) << r.failure;
+  o.refused_steps = {1, 2};
+  write_golden_outputs(path, g, o);
+  r = check_golden_outputs(g, path, PrecisionProfile{});
+  EXPECT_NE(r.failure.find("step 1 (roll back sequence 0 by 3): the engine refused this rollback, but the spec honours it"),
+            std::string::npos) << r.failure;
+  // A malformed list is unusable outputs, named as such.
+  StFile raw = read_safetensors(path);
+  for (const auto& [bad, part] : std::vector<std::pair<std::string, std::string>>{
+           {"[9]", "every entry must be a step number in [0, 5)"},
+           {"[2, 2]", "steps must be ascending, each once"},
+           {"[0]", "step 0 has no rollback, so there is nothing to refuse"},
+           {"2", "must be a JSON array of step numbers"}}) {
+    raw.metadata["refused_steps"] = bad;
+    write_safetensors(path, raw);
+    r = check_golden_outputs(g, path, PrecisionProfile{});
+    EXPECT_NE(r.failure.find("__metadata__ refused_steps = " + bad + ": " + part), std::string::npos) << r.failure;
+  }
+  fs::remove_all(tmp);
+}
+
+// The reference replayed by replay_outputs writes what an engine in any language writes, refusals included.
+TEST(GoldenFormat2, ReplayOutputsRecordsTheEnginesRefusals) {
+  for (const GoldenCase& g : v2_cases()) {
+    const auto engine = make_reference_engine(g.c.config);
+    std::vector<int> refused;
+    GoldenOutputs o;
+    o.out = replay_outputs(*engine, g, &refused);
+    o.refused_steps = refused;
+    EXPECT_EQ(refused, g.refused_steps()) << g.name;
+    const GoldenOutcome r = compare_golden_outputs(g, o, engine->info().precision);
+    EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+  }
+}
+
+// The controls of the mutant catalogue (other summation orders and numerics, each declared) are the
+// reference underneath: with rollback declared they pass every rollback case.
+TEST(GoldenFormat2, ControlsPassEveryRollbackCase) {
+  const std::vector<GoldenCase> cases = v2_cases();
+  int controls = 0;
+  for (const conformance::MutantInfo& m : conformance::all_mutants()) {
+    if (!m.must_pass) continue;
+    ++controls;
+    EngineFactory f = m.factory;
+    f.capabilities.rollback = true;
+    f.capabilities.max_rollback_reserve = int64_t{1} << 30;
+    size_t ran = 0;
+    for (const GoldenCase& g : cases) {
+      if (!conformance::capability_gap(f.capabilities, g.c).empty()) continue;
+      const GoldenOutcome r = check_golden(f, g);
+      EXPECT_TRUE(r.passed) << m.name << " on " << g.name << ": " << r.failure;
+      ++ran;
+    }
+    EXPECT_GT(ran, 0u) << m.name;
+  }
+  EXPECT_GE(controls, 4);
+}
+
+// Each rollback mutant fails at least three committed cases with the cache check and three on outputs
+// alone (refusals included: check_golden judges them either way, as an outputs file's refused_steps).
+TEST(GoldenFormat2, EveryRollbackMutantFailsAtLeastThreeCommittedCasesWithTheCacheAndOnOutputsAlone) {
+  ASSERT_FALSE(conformance::rollback_mutants().empty());
+  expect_golden_kills(conformance::rollback_mutants(), v2_cases());
+}
+
+}  // namespace rollback
 
 }  // namespace
 }  // namespace ringkv::golden

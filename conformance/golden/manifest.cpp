@@ -32,18 +32,29 @@ namespace fs = std::filesystem;
 
 std::string case_file(const std::string& name) { return "cases/" + name + ".safetensors"; }
 
+// The "requires" of a format 2 entry: the spec, the golden format and the engine capabilities its case
+// needs. Format 1 entries carry none (they stay byte-identical to the manifests before format 2).
+json requires_of(const ManifestEntry& e) {
+  return json{{"spec", e.spec_version}, {"golden_format_version", e.golden_format_version},
+              {"capabilities", e.required_capabilities}};
+}
+
 std::string manifest_text(const std::vector<ManifestEntry>& entries, const json& generator = nullptr) {
   json cases = json::array();
   int64_t total = 0;
+  int version = 1;  // the manifest's version: the newest format among its cases
   for (const ManifestEntry& e : entries) {
-    cases.push_back(json{{"name", e.name}, {"id", e.id}, {"level", case_level(e.classes)},
-                         {"features", case_features(e.classes)}, {"classes", e.classes}, {"file", e.file},
-                         {"sha256", e.sha256}, {"bytes", e.bytes}});
+    json entry{{"name", e.name}, {"id", e.id}, {"level", case_level(e.classes)},
+               {"features", case_features(e.classes)}, {"classes", e.classes}, {"file", e.file},
+               {"sha256", e.sha256}, {"bytes", e.bytes}};
+    if (e.golden_format_version > 1) entry["requires"] = requires_of(e);
+    cases.push_back(entry);
     total += e.bytes;
+    version = std::max(version, e.golden_format_version);
   }
   json m{{"format", "ringkv-golden-manifest"},
-         {"golden_format_version", kGoldenFormatVersion},
-         {"spec_version", kSpecVersion},
+         {"golden_format_version", version == 2 ? kGoldenFormatVersion2 : kGoldenFormatVersion},
+         {"spec_version", version == 2 ? kSpecVersion11 : kSpecVersion},
          {"total_bytes", total},
          {"cases", cases}};
   if (!generator.is_null()) m["generator"] = generator;  // a random set: what regenerates it
@@ -54,9 +65,21 @@ std::vector<ManifestEntry> entries_for(const std::vector<GoldenSpec>& specs, std
   std::vector<ManifestEntry> entries;
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::vector<uint8_t>& b = (*bytes)[i];
-    entries.push_back(ManifestEntry{specs[i].name, specs[i].c.id(), case_file(specs[i].name), sha256_hex(b),
-                                    specs[i].classes, static_cast<int64_t>(b.size()), case_level(specs[i].classes),
-                                    case_features(specs[i].classes)});
+    ManifestEntry e;
+    e.name = specs[i].name;
+    e.id = specs[i].c.id();
+    e.file = case_file(specs[i].name);
+    e.sha256 = sha256_hex(b);
+    e.classes = specs[i].classes;
+    e.bytes = static_cast<int64_t>(b.size());
+    e.level = case_level(specs[i].classes);
+    e.features = case_features(specs[i].classes);
+    if (format_version_of(specs[i].c) == 2) {  // format 2: what a reader and an engine need
+      e.golden_format_version = 2;
+      e.spec_version = kSpecVersion11;
+      e.required_capabilities = {"rollback"};
+    }
+    entries.push_back(std::move(e));
   }
   std::sort(entries.begin(), entries.end(), [](const ManifestEntry& a, const ManifestEntry& b) { return a.name < b.name; });
   return entries;
@@ -127,6 +150,42 @@ std::vector<GoldenSpec> specs_of(const json& generator, const std::string& dir) 
   }
 }
 
+// An entry's "requires" (format 2): {"spec": "1.1", "golden_format_version": 2, "capabilities": ["rollback"]}.
+void read_requires(const json& r, const std::string& at, const std::string& manifest_version, ManifestEntry* e) {
+  if (!r.is_object()) throw Error(at + ": must be an object with spec, golden_format_version and capabilities");
+  for (const auto& [key, value] : r.items()) {
+    (void)value;
+    if (key != "spec" && key != "golden_format_version" && key != "capabilities") {
+      throw Error(at + "." + key + ": unknown field (allowed: spec, golden_format_version, capabilities)");
+    }
+  }
+  const json& v = r.at("golden_format_version");
+  if (!v.is_number_integer() || v.get<int64_t>() < 1) throw Error(at + ".golden_format_version = " + v.dump() + ": must be 1 or 2");
+  if (v.get<int64_t>() > 2) {
+    throw Error(at + ".golden_format_version = " + v.dump() + ": case " + e->name +
+                " needs a newer ringkv (this one reads golden format versions 1 and 2)");
+  }
+  e->golden_format_version = static_cast<int>(v.get<int64_t>());
+  if (e->golden_format_version == 2 && manifest_version != kGoldenFormatVersion2) {
+    throw Error(at + ".golden_format_version = 2 in a manifest of golden_format_version " + manifest_version);
+  }
+  const json& spec = r.at("spec");
+  const std::string want_spec = e->golden_format_version == 2 ? kSpecVersion11 : kSpecVersion;
+  if (!spec.is_string() || spec.get<std::string>() != want_spec) {
+    throw Error(at + ".spec = " + spec.dump() + ": golden format " + std::to_string(e->golden_format_version) +
+                " cases are spec \"" + want_spec + "\"");
+  }
+  e->spec_version = want_spec;
+  const json& caps = r.at("capabilities");
+  if (!caps.is_array()) throw Error(at + ".capabilities: must be an array of capability names, e.g. [\"rollback\"]");
+  for (const json& x : caps) {
+    if (!x.is_string() || x.get<std::string>() != "rollback") {
+      throw Error(at + ".capabilities: " + x.dump() + " is not a capability this ringkv knows (allowed: \"rollback\")");
+    }
+    e->required_capabilities.push_back(x.get<std::string>());
+  }
+}
+
 }  // namespace
 
 void generate_golden_set(const std::string& dir, void (*progress)(const std::string&, size_t)) {
@@ -159,8 +218,10 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
   std::vector<ManifestEntry> out;
   try {
     if (m.at("format").get<std::string>() != "ringkv-golden-manifest") throw Error("format is not ringkv-golden-manifest");
-    if (m.at("golden_format_version").get<std::string>() != kGoldenFormatVersion) {
-      throw Error("golden_format_version " + m.at("golden_format_version").dump() + ": this ringkv reads " + kGoldenFormatVersion);
+    const std::string version = m.at("golden_format_version").get<std::string>();
+    if (version != kGoldenFormatVersion && version != kGoldenFormatVersion2) {
+      throw Error("golden_format_version " + m.at("golden_format_version").dump() +
+                  ": this ringkv reads versions 1 and 2 (a newer ringkv wrote this manifest)");
     }
     for (const json& c : m.at("cases")) {
       ManifestEntry e;
@@ -184,6 +245,7 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
         throw Error("case " + e.name + ": features " + c.at("features").dump() + " do not match its classes");
       }
       e.bytes = c.at("bytes").get<int64_t>();
+      if (c.contains("requires")) read_requires(c.at("requires"), "cases[" + std::to_string(out.size()) + "].requires", version, &e);
       out.push_back(std::move(e));
     }
   } catch (const std::exception& e) {
@@ -209,11 +271,17 @@ GoldenCase load_manifest_case(const std::string& dir, const ManifestEntry& e) {
     throw GoldenInputError("unusable golden case: " + path + " has sha256 " + hash + ", its manifest says " + e.sha256 +
                            " (the file is corrupt or not the one listed)");
   }
+  GoldenCase g;
   try {
-    return golden_from_safetensors(parse_safetensors(bytes, path));
+    g = golden_from_safetensors(parse_safetensors(bytes, path));
   } catch (const std::exception& err) {
     throw GoldenInputError(std::string("unusable golden case: ") + err.what());
   }
+  if (g.format_version() != e.golden_format_version) {
+    throw GoldenInputError("unusable golden case: " + path + " is golden format " + std::to_string(g.format_version()) +
+                           ", its manifest entry requires format " + std::to_string(e.golden_format_version));
+  }
+  return g;
 }
 
 std::vector<std::string> verify_golden_set(const std::string& dir) {

@@ -3,6 +3,7 @@
 #include "golden/detail.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@ namespace ringkv::golden {
 using conformance::Case;
 using conformance::DimStats;
 using conformance::ResetPlan;
+using conformance::RollbackPlan;
 using conformance::ScoreStats;
 using conformance::StepPlan;
 using nlohmann::json;
@@ -24,11 +26,73 @@ using namespace detail;
 // ---------------------------------------------------------------------------------------------
 // Layout: rows and chunks follow from the schedule alone.
 
-void detail::layout_rows(const Case& c, std::vector<GoldenRow>* rows, std::vector<GoldenChunk>* chunks) {
-  if (conformance::ScheduleTracker::has_rollbacks(c)) {
-    // Golden format 1 has no rollback events; never record a case without them silently.
-    throw Error("golden: this case rolls back tokens (spec 1.1), which golden format 1 cannot hold");
+std::vector<uint8_t> detail::rollback_schedule(const Case& c) {
+  const int B = c.config.batch;
+  std::vector<uint8_t> refused(c.steps.size(), 0);
+  if (!conformance::ScheduleTracker::has_rollbacks(c)) return refused;
+  // Every stream a sequence runs from: the initial ones, the resets', the rollbacks'. A rollback's
+  // stream must be new, so that re-appended indices carry fresh data (a stale slot cannot pass).
+  std::vector<int> used;
+  for (int s = 0; s < B; ++s) used.push_back(c.initial_stream(s));
+  for (const StepPlan& st : c.steps) {
+    for (const ResetPlan& r : st.resets) used.push_back(r.stream);
   }
+  conformance::ScheduleTracker tracker(c);
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    const StepPlan& st = c.steps[i];
+    const std::string at = "case.steps[" + std::to_string(i) + "]";
+    std::vector<int> rolled;
+    for (size_t j = 0; j < st.rollbacks.size(); ++j) {
+      const RollbackPlan& r = st.rollbacks[j];
+      const std::string f = at + ".rollbacks[" + std::to_string(j) + "]";
+      if (r.sequence < 0 || r.sequence >= B) {
+        throw Error(f + ".sequence = " + std::to_string(r.sequence) + ": outside [0, batch = " + std::to_string(B) + ")");
+      }
+      if (contains(rolled, r.sequence)) {
+        throw Error(f + ".sequence = " + std::to_string(r.sequence) + ": rolled back twice in one step (at most once, spec 1.1 §5.1.1)");
+      }
+      rolled.push_back(r.sequence);
+      for (const ResetPlan& x : st.resets) {
+        if (x.sequence == r.sequence) {
+          throw Error(f + ".sequence = " + std::to_string(r.sequence) + ": also reset in this step (spec 1.1 §5.1.1 forbids both)");
+        }
+      }
+      const int64_t held = tracker.held(r.sequence);
+      if (r.n_tokens < 1 || r.n_tokens > held) {
+        throw Error(f + ".n_tokens = " + std::to_string(r.n_tokens) + ": sequence " + std::to_string(r.sequence) + " holds " +
+                    std::to_string(held) + " tokens, so it must lie in [1, " + std::to_string(held) + "]");
+      }
+      if (r.stream < 0 || r.stream > (1 << 30)) {
+        throw Error(f + ".stream = " + std::to_string(r.stream) + ": outside [0, 2^30]");
+      }
+      if (contains(used, r.stream)) {
+        throw Error(f + ".stream = " + std::to_string(r.stream) +
+                    ": already used in this case; every rollback needs a stream of its own (fresh data for the "
+                    "re-appended tokens)");
+      }
+      used.push_back(r.stream);
+    }
+    if (!tracker.honoured(st)) {
+      refused[i] = 1;
+      bool appends = false;
+      for (int64_t n : st.tokens) appends = appends || n != 0;
+      if (appends || !st.resets.empty()) {
+        throw Error(at + ": the spec refuses this step's rollback (spec 1.1 §5.1.2); golden format 2 records a refused "
+                    "step with its rollbacks only (no resets, every tokens count 0)");
+      }
+      continue;
+    }
+    try {
+      tracker.apply(st);
+    } catch (const std::logic_error& e) {
+      throw Error(at + ": " + e.what());
+    }
+  }
+  return refused;
+}
+
+void detail::layout_rows(const Case& c, const std::vector<uint8_t>& refused, std::vector<GoldenRow>* rows,
+                         std::vector<GoldenChunk>* chunks) {
   const int B = c.config.batch;
   std::vector<int> stream(static_cast<size_t>(B));
   std::vector<int64_t> seen(static_cast<size_t>(B), 0), p0(static_cast<size_t>(B));
@@ -37,7 +101,12 @@ void detail::layout_rows(const Case& c, std::vector<GoldenRow>* rows, std::vecto
     p0[static_cast<size_t>(s)] = start_position(c.config, s);
   }
   for (size_t st = 0; st < c.steps.size(); ++st) {
+    if (st < refused.size() && refused[st]) continue;  // a refused step changes nothing (spec 1.1 §5.1.4)
     const StepPlan& plan = c.steps[st];
+    for (const RollbackPlan& r : plan.rollbacks) {  // rollbacks first: re-appended indices, a new stream
+      stream[static_cast<size_t>(r.sequence)] = r.stream;
+      seen[static_cast<size_t>(r.sequence)] -= r.n_tokens;
+    }
     for (const ResetPlan& r : plan.resets) {
       stream[static_cast<size_t>(r.sequence)] = r.stream;
       seen[static_cast<size_t>(r.sequence)] = 0;
@@ -56,7 +125,15 @@ void detail::layout_rows(const Case& c, std::vector<GoldenRow>* rows, std::vecto
   }
 }
 
+int GoldenCase::format_version() const { return format_version_of(c); }
 
+std::vector<int> GoldenCase::refused_steps() const {
+  std::vector<int> out;
+  for (size_t i = 0; i < refused.size(); ++i) {
+    if (refused[i]) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
 
 size_t GoldenCase::q_offset(int layer, int64_t row, int head) const {
   const Config& cfg = c.config;
@@ -103,7 +180,12 @@ GoldenCase make_golden(const GoldenSpec& spec) {
   } catch (const std::logic_error& e) {
     throw Error("golden case " + spec.name + ": " + e.what());
   }
-  layout_rows(c, &g.rows, &g.chunks);
+  try {
+    g.refused = rollback_schedule(c);
+  } catch (const Error& e) {
+    throw Error("golden case " + spec.name + ": " + e.what());
+  }
+  layout_rows(c, g.refused, &g.rows, &g.chunks);
   const Dims d = dims_of(c, g.num_rows());
   const size_t nq = count({d.L, d.R, d.Hq, d.D}), nkv = count({d.L, d.R, d.Hkv, d.D}), ns = count({d.L, d.R, d.Hq});
   g.q.resize(nq);
@@ -133,6 +215,8 @@ GoldenCase make_golden(const GoldenSpec& spec) {
   size_t next_chunk = 0;
   std::vector<float> q, k, v;
   for (size_t st = 0; st < c.steps.size(); ++st) {
+    if (g.refused[st]) continue;  // changes nothing; it has no chunks
+    for (const RollbackPlan& r : c.steps[st].rollbacks) oracle.rollback(r.sequence, r.n_tokens);
     for (const ResetPlan& r : c.steps[st].resets) oracle.reset(r.sequence, r.start_position);
     for (; next_chunk < g.chunks.size() && g.chunks[next_chunk].step == static_cast<int>(st); ++next_chunk) {
       const GoldenChunk& ch = g.chunks[next_chunk];

@@ -12,7 +12,7 @@ namespace ringkv::golden {
 using namespace detail;
 
 void replay_golden(Engine& engine, const GoldenCase& g,
-                   const std::function<bool(size_t step, std::span<const ReplayedChunk> chunks)>& after_step) {
+                   const std::function<bool(size_t step, std::span<const ReplayedChunk> chunks, Refusal refusal)>& after_step) {
   const Config& cfg = g.c.config;
   const int L = g.layers();
   const int64_t Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
@@ -23,6 +23,8 @@ void replay_golden(Engine& engine, const GoldenCase& g,
   std::vector<ReplayedChunk> done;
   size_t next_chunk = 0;
   for (size_t st = 0; st < g.c.steps.size(); ++st) {
+    std::vector<SequenceRollback> rollbacks;
+    for (const conformance::RollbackPlan& p : g.c.steps[st].rollbacks) rollbacks.push_back({p.sequence, p.n_tokens});
     std::vector<SequenceReset> resets;
     for (const conformance::ResetPlan& p : g.c.steps[st].resets) resets.push_back({p.sequence, p.start_position});
     const size_t chunk_begin = next_chunk;
@@ -47,23 +49,34 @@ void replay_golden(Engine& engine, const GoldenCase& g,
       }
       appends.push_back({ch.sequence, n, b.q.data(), b.k.data(), b.v.data(), b.out.data()});
     }
+    Refusal refusal = Refusal::none;
     try {
-      engine.step(StepBatch{resets, appends});
+      engine.step(StepBatch{resets, appends, rollbacks});
+    } catch (const StepError& e) {
+      // A refused rollback (spec 1.1 §5.1.4): the step changed nothing. Anything else is the engine's failure.
+      if (rollbacks.empty() || std::string(e.what()).find("refused") == std::string::npos) {
+        throw Error("step " + std::to_string(st) + ": engine threw: " + e.what());
+      }
+      refusal = Refusal::refused;
     } catch (const std::exception& e) {
       throw Error("step " + std::to_string(st) + ": engine threw: " + e.what());
     }
     done.clear();
-    for (size_t ci = chunk_begin; ci < next_chunk; ++ci) done.push_back({&g.chunks[ci], buf[ci - chunk_begin].out.data()});
-    if (!after_step(st, done)) return;
+    if (refusal == Refusal::none) {
+      for (size_t ci = chunk_begin; ci < next_chunk; ++ci) done.push_back({&g.chunks[ci], buf[ci - chunk_begin].out.data()});
+    }
+    if (!after_step(st, done, refusal)) return;
   }
 }
 
-std::vector<float> replay_outputs(Engine& engine, const GoldenCase& g) {
+std::vector<float> replay_outputs(Engine& engine, const GoldenCase& g, std::vector<int>* refused_steps) {
   const Config& cfg = g.c.config;
   const int L = g.layers();
   const int64_t Hq = cfg.num_q_heads, D = cfg.head_dim;
   std::vector<float> out(g.expected.size(), std::numeric_limits<float>::quiet_NaN());
-  replay_golden(engine, g, [&](size_t, std::span<const ReplayedChunk> chunks) {
+  if (refused_steps) refused_steps->clear();
+  replay_golden(engine, g, [&](size_t st, std::span<const ReplayedChunk> chunks, Refusal refusal) {
+    if (refusal == Refusal::refused && refused_steps) refused_steps->push_back(static_cast<int>(st));
     for (const ReplayedChunk& c : chunks) {
       const int64_t n = c.chunk->n_tokens;
       for (int l = 0; l < L; ++l) {
