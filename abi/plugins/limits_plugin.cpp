@@ -7,7 +7,13 @@
 //  - abi_1_1: an ABI 1.1 plugin (abi_version minor 1) whose capabilities carry garbage where ABI 1.2
 //    appended its fields: the host must not read them (it takes such a plugin to support everything
 //    they describe).
+//  - abi_1_2: an ABI 1.2 plugin (abi_version minor 2) whose capabilities say "rollback" in the bytes
+//    where ABI 1.3 appended its fields: the host must not read them (such a plugin has no rollback).
+//    It aborts if it is ever sent a rollback or a rollback_reserve, which ABI 1.2 cannot express.
+//  - limit_max_rollback_reserve_4: declares rollback with max_rollback_reserve = 4.
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -39,8 +45,14 @@ ringkv::abi::ExportSpec make_spec() {
     }
     return std::make_unique<ringkv::ReferenceEngine>(c);
   };
+#elif defined(RINGKV_LIMIT_max_rollback_reserve_4)
+  s.factory.name = "limit:max_rollback_reserve_4";
+  caps.max_rollback_reserve = 4;
 #elif defined(RINGKV_LIMIT_abi_1_1)
   s.factory.name = "limit:abi_1_1";
+  (void)caps;
+#elif defined(RINGKV_LIMIT_abi_1_2)
+  s.factory.name = "limit:abi_1_2";
   (void)caps;
 #else
 #error "define one RINGKV_LIMIT_x"
@@ -50,12 +62,13 @@ ringkv::abi::ExportSpec make_spec() {
 
 }  // namespace
 
-#if defined(RINGKV_LIMIT_abi_1_1)
+#if defined(RINGKV_LIMIT_abi_1_1) || defined(RINGKV_LIMIT_abi_1_2)
 namespace {
 
-const ringkv_engine_api* g_inner = nullptr;
+const ringkv_engine_api* g_inner = nullptr;  // the export helper's table, which the old plugin's wraps
 ringkv_engine_api g_api;
 
+#if defined(RINGKV_LIMIT_abi_1_1)
 // The 1.1 capabilities, then garbage where 1.2 appended its fields (each would narrow the engine).
 ringkv_status capabilities_with_garbage(ringkv_capabilities* caps) {
   const ringkv_status st = g_inner->get_capabilities(caps);
@@ -71,6 +84,41 @@ ringkv_status capabilities_with_garbage(ringkv_capabilities* caps) {
   return st;
 }
 
+void make_old(ringkv_engine_api& api) {
+  api.abi_version = RINGKV_ABI_MAKE_VERSION(1, 1);
+  api.get_capabilities = capabilities_with_garbage;
+}
+#else
+// The 1.2 capabilities, then "rollback, reserve up to 64" where 1.3 appended its fields.
+ringkv_status capabilities_with_rollback_bytes(ringkv_capabilities* caps) {
+  const ringkv_status st = g_inner->get_capabilities(caps);
+  if (st == RINGKV_OK && RINGKV_HAS_FIELD(caps, ringkv_capabilities, rollback)) {
+    caps->reserved_1_3 = 0x5a5a5a5a;
+    caps->max_rollback_reserve = 64;
+    caps->rollback = 1;
+  }
+  return st;
+}
+
+// ABI 1.2 has no rollback_reserve in the config and no rollbacks in a batch: getting either is a host bug.
+ringkv_status create_without_reserve(const char* json, size_t size, ringkv_engine** engine, char* error, size_t error_size) {
+  if (json != nullptr && std::strstr(json, "rollback_reserve") != nullptr) std::abort();
+  return g_inner->create(json, size, engine, error, error_size);
+}
+
+ringkv_status step_without_rollbacks(ringkv_engine* engine, const ringkv_batch* batch) {
+  if (batch != nullptr && ringkv_batch_num_rollbacks(batch) > 0) std::abort();
+  return g_inner->step(engine, batch);
+}
+
+void make_old(ringkv_engine_api& api) {
+  api.abi_version = RINGKV_ABI_MAKE_VERSION(1, 2);
+  api.get_capabilities = capabilities_with_rollback_bytes;
+  api.create = create_without_reserve;
+  api.step = step_without_rollbacks;
+}
+#endif
+
 }  // namespace
 
 extern "C" RINGKV_ABI_EXPORT const ringkv_engine_api* ringkv_engine_api_get(uint32_t host_major) {
@@ -78,8 +126,7 @@ extern "C" RINGKV_ABI_EXPORT const ringkv_engine_api* ringkv_engine_api_get(uint
     g_inner = ringkv::abi::export_engine(make_spec, host_major);
     if (g_inner == nullptr) return nullptr;
     g_api = *g_inner;
-    g_api.abi_version = RINGKV_ABI_MAKE_VERSION(1, 1);
-    g_api.get_capabilities = capabilities_with_garbage;
+    make_old(g_api);
     return &g_api;
   }();
   return api;

@@ -193,6 +193,8 @@ ringkv_status api_get_capabilities(ringkv_capabilities* caps) {
     k.min_window = c.min_window;
     k.max_position = c.max_position;
     k.kv_formats_differ = c.kv_formats_differ;
+    k.rollback = c.rollback ? 1 : 0;
+    k.max_rollback_reserve = c.rollback ? c.max_rollback_reserve : 0;
     const uint32_t size = std::min<uint32_t>(caps->struct_size, sizeof k);
     const uint32_t theirs = caps->struct_size;
     std::memcpy(caps, &k, size);
@@ -227,6 +229,15 @@ ringkv_status api_create(const char* json, size_t json_size, ringkv_engine** out
     }
     const ExportSpec& s = *g_spec;
     const Config c = s.parse_config ? s.parse_config(j) : parse_config_json(j);
+    const Capabilities& caps = s.factory.capabilities;
+    const int64_t max_reserve = caps.rollback ? caps.max_rollback_reserve : 0;  // as declared (ABI 1.3)
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+      if (c.layers[l].rollback_reserve > max_reserve) {
+        fail(RINGKV_ERR_CONFIG, "config.layers[" + std::to_string(l) + "].rollback_reserve = " +
+                                    std::to_string(c.layers[l].rollback_reserve) + ": must be in [0, max_rollback_reserve = " +
+                                    std::to_string(max_reserve) + "]");
+      }
+    }
     auto h = std::make_unique<ringkv_engine>();
     h->engine = s.factory.create(c);
     if (!h->engine) fail(RINGKV_ERR_INTERNAL, "the engine factory returned no engine");
@@ -265,13 +276,27 @@ ringkv_status api_get_info(ringkv_engine* h, ringkv_engine_info* info) {
 
 ringkv_status api_step(ringkv_engine* h, const ringkv_batch* batch) {
   return guarded(h, [&] {
-    if (batch == nullptr || batch->struct_size < sizeof(ringkv_batch)) fail(RINGKV_ERR_INVALID_ARGUMENT, "bad batch struct");
-    if ((batch->num_resets > 0 && batch->resets == nullptr) || (batch->num_appends > 0 && batch->appends == nullptr)) {
+    // A host of ABI 1.2 passes a batch that ends before the rollbacks (and has none).
+    if (batch == nullptr || batch->struct_size < offsetof(ringkv_batch, num_rollbacks)) {
+      fail(RINGKV_ERR_INVALID_ARGUMENT, "bad batch struct");
+    }
+    const uint32_t num_rollbacks = ringkv_batch_num_rollbacks(batch);
+    if ((batch->num_resets > 0 && batch->resets == nullptr) || (batch->num_appends > 0 && batch->appends == nullptr) ||
+        (num_rollbacks > 0 && batch->rollbacks == nullptr)) {
       fail(RINGKV_ERR_INVALID_ARGUMENT, "batch: a NULL array with a nonzero count");
     }
     Engine& e = *h->engine;
     const Config& cfg = e.config();
     const auto L = static_cast<int64_t>(cfg.layers.size());
+    std::vector<SequenceRollback> rollbacks;
+    if (num_rollbacks > 0 && !g_spec->factory.capabilities.rollback) {  // it would ignore them
+      fail(RINGKV_ERR_UNSUPPORTED, "step.rollbacks: this engine declares no rollback (ringkv_capabilities.rollback = 0)");
+    }
+    for (uint32_t i = 0; i < num_rollbacks; ++i) {
+      const ringkv_rollback* r = ringkv_batch_rollback(batch, i);
+      if (r->struct_size < sizeof(ringkv_rollback)) fail(RINGKV_ERR_INVALID_ARGUMENT, "rollbacks[].struct_size is too small");
+      rollbacks.push_back({r->sequence, r->n_tokens});
+    }
     std::vector<SequenceReset> resets;
     for (uint32_t i = 0; i < batch->num_resets; ++i) {
       const ringkv_reset* r = ringkv_batch_reset(batch, i);
@@ -303,7 +328,7 @@ ringkv_status api_step(ringkv_engine* h, const ringkv_batch* batch) {
       }
       appends.push_back(s);
     }
-    e.step(StepBatch{resets, appends});
+    e.step(StepBatch{resets, appends, rollbacks});
     for (auto& [t, buf] : scatter) {
       auto* p = static_cast<float*>(t->data);
       for_each_index(*t, [&, &b = buf](size_t i, int64_t off) { p[off] = b[i]; });

@@ -26,7 +26,11 @@
 namespace ringkv::abi {
 
 struct ExportSpec {
-  /// name (reported as the capabilities' name), capabilities, create.
+  /// name (reported as the capabilities' name), capabilities, create. capabilities.rollback and
+  /// max_rollback_reserve are declared as ABI 1.3's rollback fields: the batch's rollbacks and each
+  /// layer's rollback_reserve reach the engine (StepBatch::rollbacks, LayerConfig::rollback_reserve);
+  /// without rollback, a rollback is refused with RINGKV_ERR_UNSUPPORTED and a reserve with
+  /// RINGKV_ERR_CONFIG before the engine sees them.
   EngineFactory factory;
   /// The declared profile for ringkv_capabilities. With storage_as_configured, k_storage and v_storage
   /// are declared RINGKV_PRECISION_AS_CONFIGURED, unless factory.capabilities declares a fixed k_storage or

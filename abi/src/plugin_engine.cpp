@@ -73,6 +73,10 @@ std::string find_worker(const PluginOptions& opts) {
   return "ringkv_plugin_worker";  // PATH
 }
 
+std::string abi_version_text(uint32_t v) {
+  return std::to_string(RINGKV_ABI_VERSION_GET_MAJOR(v)) + "." + std::to_string(RINGKV_ABI_VERSION_GET_MINOR(v));
+}
+
 const char* status_name(uint32_t s) {
   switch (s) {
     case RINGKV_OK: return "RINGKV_OK";
@@ -557,6 +561,18 @@ class PluginEngine final : public Engine {
  public:
   PluginEngine(std::shared_ptr<PluginHost> host, const Config& config) : host_(std::move(host)), config_(config) {
     validate(config_);
+    // A reserve is sent only to a plugin that declared rollback and a reserve that large (ABI 1.3).
+    const Capabilities& caps = host_->mapped();
+    for (size_t l = 0; l < config_.layers.size(); ++l) {
+      const int64_t q = config_.layers[l].rollback_reserve;
+      if (q <= caps.max_rollback_reserve) continue;
+      throw ConfigError("config.layers[" + std::to_string(l) + "].rollback_reserve = " + std::to_string(q) +
+                        ": must be in [0, max_rollback_reserve = " + std::to_string(caps.max_rollback_reserve) +
+                        "]: plugin " + host_->name() +
+                        (caps.rollback ? " declares no larger reserve"
+                                       : " declares no rollback (ABI " + abi_version_text(host_->abi_version()) +
+                                             "; rollback needs ABI 1.3 and ringkv_capabilities.rollback = 1)"));
+    }
     if (const std::string why = host_->unsupported(config_); !why.empty()) {
       throw ConfigError("config outside plugin " + host_->name() + "'s declared capabilities: " + why);
     }
@@ -603,15 +619,24 @@ class PluginEngine final : public Engine {
   const Config& config() const override { return config_; }
 
   void step(const StepBatch& batch) override {
-    if (!batch.rollbacks.empty()) {  // ABI 1.2 has no rollback; capability_gap keeps reserves away
-      throw StepError("step.rollbacks: plugin " + host_->name() + ": the plugin ABI has no rollback yet (spec 1.1)");
+    if (!batch.rollbacks.empty() && !host_->mapped().rollback) {  // never sent: the plugin would not know them
+      throw StepError("step.rollbacks: plugin " + host_->name() + " declares no rollback (ABI " +
+                      abi_version_text(host_->abi_version()) +
+                      "; rollback needs ABI 1.3 and ringkv_capabilities.rollback = 1), so it is never sent one");
     }
     const std::string during = "step " + std::to_string(steps_);
     const int B = config_.batch;
     const auto L = static_cast<int64_t>(config_.layers.size());
     const int64_t Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
-    // Positions after this step's resets (for rotation and for our own bookkeeping).
+    // Positions after this step's rollbacks and resets (for rotation and for our own bookkeeping); a
+    // bad count is the plugin's to reject (it changes nothing then, and neither do we).
     std::vector<int64_t> p0 = p0_, seen = seen_;
+    for (const SequenceRollback& r : batch.rollbacks) {
+      if (r.sequence >= 0 && r.sequence < B) {
+        int64_t& held = seen[static_cast<size_t>(r.sequence)];
+        held = std::clamp<int64_t>(held - r.n_tokens, 0, held);
+      }
+    }
     for (const SequenceReset& r : batch.resets) {
       if (r.sequence >= 0 && r.sequence < B) {
         p0[static_cast<size_t>(r.sequence)] = r.start_position;
@@ -630,7 +655,7 @@ class PluginEngine final : public Engine {
     Writer w;
     size_t floats = 0;
     for (const SequenceStep& s : batch.appends) floats += static_cast<size_t>(L * s.n_tokens * (2 * Hq + 2 * Hkv) * D);
-    w.reserve(64 + 12 * (batch.resets.size() + batch.appends.size()) + 4 * floats);
+    w.reserve(64 + 12 * (batch.resets.size() + batch.appends.size() + batch.rollbacks.size()) + 4 * floats);
     w.put(handle_);
     w.put(static_cast<uint32_t>(batch.resets.size()));
     w.put(static_cast<uint32_t>(batch.appends.size()));
@@ -658,6 +683,13 @@ class PluginEngine final : public Engine {
         w.put_array(s.k, kvn);
       }
       w.put_array(s.v, kvn);
+    }
+    if (!batch.rollbacks.empty()) {  // ABI 1.3, after the inputs (protocol.hpp); absent when there are none
+      w.put(static_cast<uint32_t>(batch.rollbacks.size()));
+      for (const SequenceRollback& rb : batch.rollbacks) {
+        w.put(static_cast<int32_t>(rb.sequence));
+        w.put(rb.n_tokens);
+      }
     }
     const Reply r = host_->call(generation_, Op::step, w.bytes(), during);
     ++steps_;
@@ -693,7 +725,10 @@ class PluginEngine final : public Engine {
       throw StepError("snapshot sequence = " + std::to_string(sequence) + ": must be in [0, " +
                       std::to_string(config_.batch) + ")");
     }
-    // The spec ring of this (layer, sequence): which token each slot holds now (spec §3).
+    // The spec ring of this (layer, sequence): which token each slot may hold now (spec §3): the sinks
+    // and the last C - S tokens, one per slot. After a rollback (spec 1.1 §5.1.6) it holds only the
+    // intact ones among them (a removed token's slot is empty, and the key it overwrote is gone):
+    // those are the most recent keys, so they lie in this range, and the engine says which it holds.
     const LayerConfig& Lc = config_.layers[static_cast<size_t>(layer)];
     const RingGeometry geo{Lc.sinks, Lc.window, ring_capacity(Lc, config_.max_tokens)};
     const int64_t seen = seen_[static_cast<size_t>(sequence)], p0 = p0_[static_cast<size_t>(sequence)];
@@ -903,6 +938,15 @@ Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot, u
     if (k.min_window > 0) c.min_window = k.min_window;
     if (k.max_position > 0) c.max_position = std::min<int64_t>(k.max_position, c.max_position);
     c.kv_formats_differ = k.kv_formats_differ != 0;
+  }
+  if (RINGKV_ABI_VERSION_GET_MINOR(plugin_abi_version) >= 3 && k.rollback != 0) {  // ABI 1.3; older: no rollback
+    constexpr int64_t kMaxReserve = int64_t{1} << 30;
+    if (k.max_rollback_reserve < 0 || k.max_rollback_reserve > kMaxReserve) {
+      throw Error("plugin declares max_rollback_reserve = " + std::to_string(k.max_rollback_reserve) +
+                  ": must be in [0, 2^30]");
+    }
+    c.rollback = true;
+    c.max_rollback_reserve = k.max_rollback_reserve;
   }
   return c;
 }

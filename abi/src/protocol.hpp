@@ -17,7 +17,10 @@
 //              the plugin's message bytes (so that making an engine is one round trip)
 //   info       u64 handle -> ringkv_engine_info
 //   step       u64 handle, u32 nr, u32 na, nr x (i32 seq, i64 p0), na x (i32 seq, i64 n),
-//              then per append: q, k, v floats -> per append: out floats
+//              then per append: q, k, v floats, then (ABI 1.3, optional: absent = none)
+//              u32 nrb, nrb x (i32 seq, i64 n) rollbacks -> per append: out floats
+//              (the rollbacks come last so that a step of ABI 1.2 reads as before; the plugin
+//              still does them first)
 //   reset      u64 handle, i32 seq, i64 p0 -> (empty)
 //   snapshot   u64 handle, i32 layer, i32 seq, u32 count, u32 k_spr, u32 v_spr, u32 k_int8, u32 v_int8,
 //              count x i64 positions

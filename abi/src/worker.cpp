@@ -566,6 +566,26 @@ void serve(Op op, Reader& in) {
         a.v = tensor(inputs[base + 2].data(), h.L, n, h.Hkv, h.D);
         a.out = tensor(outs.back().data(), h.L, n, h.Hq, h.D);
       }
+      // ABI 1.3: the rollbacks, after the inputs (protocol.hpp); none when nothing follows them.
+      uint32_t nrb = 0;
+      if (in.remaining() > 0) {
+        nrb = in.get<uint32_t>();
+        if (uint64_t{nrb} * 12 != in.remaining()) {
+          throw std::runtime_error("protocol: step of " + std::to_string(nrb) + " rollbacks in " +
+                                   std::to_string(in.remaining()) + " bytes");
+        }
+      }
+      if (nrb > 0 && RINGKV_ABI_VERSION_GET_MINOR(g_api->abi_version) < 3) {  // the host never sends them
+        return reply_error(RINGKV_ERR_UNSUPPORTED, "protocol: rollbacks for a plugin of ABI " +
+                                                       describe_version(g_api->abi_version) + " (ABI 1.3 has them)");
+      }
+      std::vector<ringkv_rollback> rollbacks(nrb);
+      for (ringkv_rollback& rb : rollbacks) {
+        std::memset(&rb, 0, sizeof rb);
+        rb.struct_size = sizeof rb;
+        rb.sequence = in.get<int32_t>();
+        rb.n_tokens = in.get<int64_t>();
+      }
       ringkv_batch batch;
       std::memset(&batch, 0, sizeof batch);
       batch.struct_size = sizeof batch;
@@ -573,6 +593,8 @@ void serve(Op op, Reader& in) {
       batch.resets = resets.data();
       batch.num_appends = na;
       batch.appends = appends.data();
+      batch.num_rollbacks = nrb;
+      batch.rollbacks = nrb > 0 ? rollbacks.data() : nullptr;
       const ringkv_status st = g_api->step(h.engine, &batch);
       std::string oob;
       for (uint32_t i = 0; i < na && oob.empty(); ++i) oob = outs[i].check();

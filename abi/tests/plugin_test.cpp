@@ -8,7 +8,10 @@
 //  - a plugin that crashes, aborts, hangs or writes out of bounds fails that
 //    case with a message saying so, and the next case runs in a fresh worker;
 //  - a bad ABI version is refused naming both versions;
-//  - the window-left, rotated-q/k and C skeleton plugins pass.
+//  - the window-left, rotated-q/k and C skeleton plugins pass;
+//  - ABI 1.3: spec 1.1 rollback schedules run through the reference plugin exactly as in process
+//    (outputs, refusals and their messages, snapshots), an ABI 1.2 plugin is never sent a rollback
+//    or a reserve and is judged on the rest, and a reserve beyond the declared one is refused.
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -27,6 +30,7 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
 
 #include "golden/golden.hpp"
 #include "mutants/mutants.hpp"
@@ -113,7 +117,12 @@ Case small_case(int64_t max_tokens) {
 // ---------------------------------------------------------------- the header and loading
 
 TEST(EngineAbi, HeaderLayoutIsPinned) {
-  static_assert(sizeof(ringkv_capabilities) == 376);
+  static_assert(sizeof(ringkv_capabilities) == 392);
+  static_assert(offsetof(ringkv_capabilities, max_rollback_reserve) == 376);  // ABI 1.3: after the 1.2 sizeof
+  static_assert(offsetof(ringkv_capabilities, rollback) == 384);
+  static_assert(offsetof(ringkv_batch, num_rollbacks) == 32);  // ABI 1.3: after the 1.2 sizeof
+  static_assert(sizeof(ringkv_batch) == 48);
+  static_assert(sizeof(ringkv_rollback) == 16);
   static_assert(offsetof(ringkv_capabilities, max_sliding_windows) == 332);  // ABI 1.2: after every 1.1 field
   static_assert(offsetof(ringkv_capabilities, precision2) == 312);  // ABI 1.1: after every 1.0 field
   static_assert(offsetof(ringkv_engine_info, precision2) == 104);
@@ -221,6 +230,10 @@ TEST(EngineAbi, ReferencePluginDeclaresTheReferenceCapabilities) {
   EXPECT_TRUE(got.snapshot);
   EXPECT_EQ(got.max_window, want.max_window);
   EXPECT_EQ(got.max_tokens, want.max_tokens);
+  EXPECT_TRUE(want.rollback);  // ABI 1.3: the reference's spec 1.1 rollback crosses the ABI
+  EXPECT_EQ(got.rollback, want.rollback);
+  EXPECT_EQ(got.max_rollback_reserve, want.max_rollback_reserve);
+  EXPECT_EQ(reference_plugin()->raw_capabilities().rollback, 1);
   EXPECT_STREQ(reference_plugin()->raw_capabilities().name, "reference");
   EXPECT_EQ(reference_plugin()->abi_version(), RINGKV_ABI_VERSION);
   const EngineFactory f = plugin_engine_factory(reference_plugin());
@@ -237,7 +250,7 @@ TEST(EngineAbi, BadAbiVersionIsRefusedNamingBothVersions) {
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("implements ringkv engine ABI 99.0"), std::string::npos) << m;
-    EXPECT_NE(m.find("this ringkv speaks ABI 1.2"), std::string::npos) << m;
+    EXPECT_NE(m.find("this ringkv speaks ABI 1.3"), std::string::npos) << m;
     EXPECT_NE(m.find("libringkv_plugin_bad_version.so"), std::string::npos) << m;
   }
 }
@@ -603,6 +616,7 @@ TEST(EngineAbi, AnAbi11PluginsBytesInThe12FieldsAreIgnored) {
   const ringkv_capabilities& raw = p->raw_capabilities();
   ASSERT_EQ(raw.settable_p0, 0) << "the garbage did not cross: the test tests nothing";
   ASSERT_EQ(raw.min_window, 1000);
+  ASSERT_EQ(raw.rollback, 1) << "the export helper wrote the reference's ABI 1.3 rollback: the test below tests nothing";
   const Capabilities& got = p->capabilities();
   const Capabilities all;
   EXPECT_EQ(got.max_sliding_windows, all.max_sliding_windows);
@@ -612,6 +626,8 @@ TEST(EngineAbi, AnAbi11PluginsBytesInThe12FieldsAreIgnored) {
   EXPECT_EQ(got.min_window, 1);
   EXPECT_EQ(got.max_position, all.max_position);
   EXPECT_TRUE(got.kv_formats_differ);
+  EXPECT_FALSE(got.rollback);  // and it has no rollback (ABI 1.3), whatever lies in those bytes
+  EXPECT_EQ(got.max_rollback_reserve, 0);
   // The same bytes from a 1.2 plugin narrow it: the version gating is what keeps them out.
   const Capabilities as_12 = map_capabilities(raw, true, RINGKV_ABI_MAKE_VERSION(1, 2));
   EXPECT_FALSE(as_12.settable_p0);
@@ -815,5 +831,409 @@ TEST(ExportHelper, StridedTensorsErrorsAndMessagesThroughTheCTable) {
   api.destroy(nullptr);
 }
 
+
+// ---------------------------------------------------------------- ABI 1.3: spec 1.1 rollback (issue 15)
+
+// A small spec 1.1 case: one layer with sinks, a window and a rollback reserve, perhaps a second one
+// (a global layer or another window with its own reserve), and a schedule of appends, rollbacks
+// within the reserve and beyond it, and resets. A step the spec refuses stays in the schedule as it
+// is: the engine must refuse it whole, and the schedule goes on from the state before it.
+rc::Gen<Case> gen_abi_rollback_case() {
+  return rc::gen::exec([] {
+    Case c;
+    Config& cfg = c.config;
+    const int64_t S = *rc::gen::inRange<int64_t>(0, 3), W = *rc::gen::inRange<int64_t>(1, 7);
+    const int64_t Q = *rc::gen::inRange<int64_t>(0, 4);
+    cfg.max_tokens = *rc::gen::inRange<int64_t>(S + W + 2, S + W + Q + 30);
+    cfg.layers = {LayerConfig{W, S, RopeConfig{}, Q}};
+    if (*rc::gen::arbitrary<bool>()) {
+      const int64_t W2 = *rc::gen::element<int64_t>(1, W + 1, cfg.max_tokens);
+      cfg.layers.push_back(LayerConfig{W2, 0, RopeConfig{}, *rc::gen::inRange<int64_t>(0, 3)});
+    }
+    cfg.num_kv_heads = 1;
+    cfg.num_q_heads = *rc::gen::element(1, 2);
+    cfg.head_dim = *rc::gen::element(4, 8);
+    cfg.batch = *rc::gen::inRange(1, 3);
+    const int format = *rc::gen::inRange(0, 3);
+    cfg.k_format = cfg.v_format = format == 0   ? KvFormat::of(DType::f32)
+                                  : format == 1 ? KvFormat::of(DType::bf16)
+                                                : KvFormat::int8(Int8Scheme::per_head, Rounding::nearest_even);
+    c.seed = *rc::gen::inRange<uint64_t>(1, 1000);
+    conformance::ScheduleTracker tracker(c);
+    int next_stream = cfg.batch;
+    const int steps = *rc::gen::inRange(3, 25);
+    for (int st = 0; st < steps; ++st) {
+      conformance::StepPlan plan;
+      plan.tokens.assign(static_cast<size_t>(cfg.batch), 0);
+      for (int s = 0; s < cfg.batch; ++s) {
+        const int64_t held = tracker.held(s);
+        const int what = *rc::gen::inRange(0, 8);
+        int64_t kept = held;
+        if (what == 0 && held > 0) {
+          plan.resets.push_back({s, *rc::gen::inRange<int64_t>(0, 20), next_stream++});
+          kept = 0;
+        } else if (what <= 3 && held > 0) {
+          const int64_t n = *rc::gen::inRange<int64_t>(1, std::min(held, W + Q + 3) + 1);
+          plan.rollbacks.push_back({s, n, next_stream++});
+          kept = held - n;
+        }
+        plan.tokens[static_cast<size_t>(s)] = std::min(cfg.max_tokens - kept, *rc::gen::inRange<int64_t>(0, 5));
+      }
+      if (tracker.honoured(plan)) tracker.apply(plan);
+      c.steps.push_back(plan);
+    }
+    return c;
+  });
+}
+
+// The message of the StepError a step throws, "" if it throws none (any other exception says so).
+std::string step_error(Engine& e, const StepBatch& batch) {
+  try {
+    e.step(batch);
+  } catch (const StepError& ex) {
+    return ex.what();
+  } catch (const std::exception& ex) {
+    return std::string("(not a StepError) ") + ex.what();
+  }
+  return "";
+}
+
+struct Lockstep {
+  std::string difference;  ///< "" if the engines agreed on everything
+  int honoured_rollbacks = 0, refused_steps = 0;
+};
+
+// Runs a case's schedule on two engines at once with the same inputs: every step must be taken by both
+// or rejected by both with the same message (a refusal exactly where the spec refuses, saying
+// "refused"), every output must have the same bits, and every (layer, sequence) the same positions
+// and stored K/V after every step.
+Lockstep lockstep(Engine& a, Engine& b, const Case& c) {
+  Lockstep r;
+  const Config& cfg = c.config;
+  const int B = cfg.batch, L = static_cast<int>(cfg.layers.size());
+  const size_t Hq = static_cast<size_t>(cfg.num_q_heads), Hkv = static_cast<size_t>(cfg.num_kv_heads);
+  const size_t D = static_cast<size_t>(cfg.head_dim), row = Hkv * D;
+  conformance::ScheduleTracker tracker(c);
+  std::vector<int> stream(static_cast<size_t>(B));
+  for (int s = 0; s < B; ++s) stream[static_cast<size_t>(s)] = c.initial_stream(s);
+  std::vector<int64_t> held(static_cast<size_t>(B), 0);
+  for (size_t st = 0; st < c.steps.size(); ++st) {
+    const conformance::StepPlan& plan = c.steps[st];
+    const std::string at = "step " + std::to_string(st) + ": ";
+    const bool honoured = tracker.honoured(plan);
+    std::vector<SequenceRollback> rollbacks;
+    std::vector<SequenceReset> resets;
+    std::vector<int64_t> first = held;
+    std::vector<int> next_stream = stream;
+    for (const conformance::RollbackPlan& rb : plan.rollbacks) {
+      rollbacks.push_back({rb.sequence, rb.n_tokens});
+      first[static_cast<size_t>(rb.sequence)] -= rb.n_tokens;
+      next_stream[static_cast<size_t>(rb.sequence)] = rb.stream;
+    }
+    for (const conformance::ResetPlan& rs : plan.resets) {
+      resets.push_back({rs.sequence, rs.start_position});
+      first[static_cast<size_t>(rs.sequence)] = 0;
+      next_stream[static_cast<size_t>(rs.sequence)] = rs.stream;
+    }
+    std::vector<std::vector<float>> q(static_cast<size_t>(B)), k(q.size()), v(q.size()), out_a(q.size()), out_b(q.size());
+    std::vector<SequenceStep> appends_a, appends_b;
+    for (int s = 0; s < B; ++s) {
+      const auto su = static_cast<size_t>(s);
+      const int64_t n = plan.tokens[su];
+      if (n == 0) continue;
+      const size_t tokens = static_cast<size_t>(L) * static_cast<size_t>(n);
+      q[su].resize(tokens * Hq * D);
+      k[su].resize(tokens * row);
+      v[su].resize(tokens * row);
+      out_a[su].assign(q[su].size(), std::nanf(""));
+      out_b[su].assign(q[su].size(), std::nanf(""));
+      conformance::fill_chunk(c, conformance::Tensor::q, next_stream[su], first[su], n, q[su].data());
+      conformance::fill_chunk(c, conformance::Tensor::k, next_stream[su], first[su], n, k[su].data());
+      conformance::fill_chunk(c, conformance::Tensor::v, next_stream[su], first[su], n, v[su].data());
+      appends_a.push_back({s, n, q[su].data(), k[su].data(), v[su].data(), out_a[su].data()});
+      appends_b.push_back({s, n, q[su].data(), k[su].data(), v[su].data(), out_b[su].data()});
+    }
+    const std::string ea = step_error(a, StepBatch{resets, appends_a, rollbacks});
+    const std::string eb = step_error(b, StepBatch{resets, appends_b, rollbacks});
+    if (ea != eb) {
+      r.difference = at + "in process \"" + ea + "\", through the plugin \"" + eb + "\"";
+      return r;
+    }
+    if (!honoured) {
+      if (ea.find("refused") == std::string::npos) {
+        r.difference = at + "the spec refuses its rollback, but the engines said \"" + ea + "\"";
+        return r;
+      }
+      ++r.refused_steps;
+      continue;  // nothing changed
+    }
+    if (!ea.empty()) {
+      r.difference = at + "a valid step was rejected: " + ea;
+      return r;
+    }
+    r.honoured_rollbacks += static_cast<int>(plan.rollbacks.size());
+    for (int s = 0; s < B; ++s) {
+      const auto su = static_cast<size_t>(s);
+      if (!out_a[su].empty() && std::memcmp(out_a[su].data(), out_b[su].data(), out_a[su].size() * sizeof(float)) != 0) {
+        r.difference = at + "the outputs of sequence " + std::to_string(s) + " differ";
+        return r;
+      }
+      held[su] = first[su] + plan.tokens[su];
+    }
+    stream = next_stream;
+    tracker.apply(plan);
+    for (int l = 0; l < L; ++l) {
+      for (int s = 0; s < B; ++s) {
+        const CacheSnapshot sa = *a.snapshot(l, s), sb = *b.snapshot(l, s);
+        const std::string where = at + "layer " + std::to_string(l) + ", sequence " + std::to_string(s) + ": ";
+        if (sa.positions != sb.positions) {
+          r.difference = where + "the slots hold other positions";
+          return r;
+        }
+        for (size_t slot = 0; slot < sa.positions.size(); ++slot) {
+          if (sa.positions[slot] < 0) continue;
+          const size_t e = slot * row;
+          if (std::memcmp(&sa.k[e], &sb.k[e], row * sizeof(float)) != 0 ||
+              std::memcmp(&sa.v[e], &sb.v[e], row * sizeof(float)) != 0) {
+            r.difference = where + "slot " + std::to_string(slot) + " stores other K/V";
+            return r;
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+Lockstep reference_lockstep(const Case& c) {
+  const auto local = make_reference_engine(c.config);
+  const auto remote = plugin_engine_factory(reference_plugin()).create(c.config);
+  return lockstep(*local, *remote, c);
+}
+
+conformance::RunOptions ring_checked() {
+  conformance::RunOptions o;
+  o.check_ring = true;
+  o.stop_at_failure = true;
+  return o;
+}
+
+RC_GTEST_PROP(RollbackThroughTheAbi, ReferencePluginRunsRollbackSchedulesLikeTheInProcessReference, ()) {
+  const Case c = *gen_abi_rollback_case();
+  const Lockstep r = reference_lockstep(c);
+  RC_TAG(r.refused_steps > 0 ? "a refused step" : "none refused", r.honoured_rollbacks > 0 ? "rolled back" : "no rollback");
+  if (!r.difference.empty()) RC_LOG() << r.difference << "\n" << c.describe();
+  RC_ASSERT(r.difference.empty());
+  // The runner's own checks through the plugin: the oracle, the spec ring, the refusals.
+  const conformance::RunResult run = conformance::run_case(plugin_engine_factory(reference_plugin()), c, ring_checked());
+  if (!run.ok()) RC_LOG() << run.failure << "\n" << c.describe();
+  RC_ASSERT(run.ok());
+}
+
+// The property above says nothing if its cases never roll back or never refuse: 100 fixed ones do both.
+TEST(RollbackThroughTheAbi, FixedSchedulesRollBackAndRefuseThroughThePlugin) {
+  int honoured = 0, refused = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const Case c = gen_abi_rollback_case()(rc::Random(seed * 7919), 50).value();
+    const Lockstep r = reference_lockstep(c);
+    EXPECT_EQ(r.difference, "") << c.describe();
+    honoured += r.honoured_rollbacks;
+    refused += r.refused_steps;
+  }
+  EXPECT_GT(honoured, 0);
+  EXPECT_GT(refused, 0);
+  std::printf("[rollback] 100 schedules through the plugin: %d rollbacks honoured, %d steps refused\n", honoured, refused);
+}
+
+// A generated case with rollbacks and a nonzero reserve (the first of the fixed seeds that has both).
+Case reserve_and_rollback_case() {
+  for (uint64_t seed = 1;; ++seed) {
+    const Case c = gen_abi_rollback_case()(rc::Random(seed), 30).value();
+    if (conformance::ScheduleTracker::has_rollbacks(c) && c.config.layers[0].rollback_reserve > 0) return c;
+  }
+}
+
+// ABI 1.2 has no rollback: a plugin of minor 2 is listed without it (whatever lies where 1.3 appended
+// its fields), gets rollback cases as not applicable, is never sent a rollback or a reserve (it aborts
+// if it is), and is judged on the rest.
+TEST(RollbackThroughTheAbi, AnAbi12PluginIsNeverSentARollbackAndIsJudgedOnTheRest) {
+  const std::shared_ptr<Plugin> p = Plugin::open(plugin_path("abi_1_2"), options());
+  EXPECT_EQ(RINGKV_ABI_VERSION_GET_MINOR(p->abi_version()), 2u);
+  const ringkv_capabilities& raw = p->raw_capabilities();
+  ASSERT_EQ(raw.rollback, 1) << "the 1.3 bytes did not cross: the test tests nothing";
+  ASSERT_EQ(raw.max_rollback_reserve, 64);
+  EXPECT_FALSE(p->capabilities().rollback);
+  EXPECT_EQ(p->capabilities().max_rollback_reserve, 0);
+  const Capabilities as_13 = map_capabilities(raw, true, RINGKV_ABI_MAKE_VERSION(1, 3));  // the gating keeps them out
+  EXPECT_TRUE(as_13.rollback);
+  EXPECT_EQ(as_13.max_rollback_reserve, 64);
+  EXPECT_FALSE(conformance::capabilities_to_json(p->capabilities()).contains("rollback"));
+
+  // Rollback cases are not applicable to it, naming why; its engine refuses the reserve before the plugin.
+  const Case rb = reserve_and_rollback_case();
+  const std::string gap = conformance::capability_gap(p->capabilities(), rb);
+  EXPECT_NE(gap.find("rollback (spec 1.1)"), std::string::npos) << gap;
+  EXPECT_NE(gap.find("rollback_reserve " + std::to_string(rb.config.layers[0].rollback_reserve) + " > max_rollback_reserve 0"),
+            std::string::npos) << gap;
+  EXPECT_EQ(conformance::capability_gap(reference_plugin()->capabilities(), rb), "");
+  const EngineFactory f = plugin_engine_factory(p);
+  try {
+    f.create(rb.config);
+    FAIL() << "a reserve was sent to an ABI 1.2 plugin";
+  } catch (const ConfigError& e) {
+    const std::string want = "config.layers[0].rollback_reserve = " + std::to_string(rb.config.layers[0].rollback_reserve) +
+                             ": must be in [0, max_rollback_reserve = 0]";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("declares no rollback (ABI 1.2"), std::string::npos) << e.what();
+  }
+
+  // A rollback is a StepError on the host side: no request, the worker lives on, the engine too.
+  const Case plain = small_case(40);
+  const int started = p->workers_started(), pid = p->worker_pid();
+  const auto e = f.create(plain.config);
+  std::vector<float> q(2 * 8, 0.5f), k(8, 0.25f), v(8, 1.0f), out(q.size());
+  const SequenceStep one{0, 1, q.data(), k.data(), v.data(), out.data()};
+  e->step(StepBatch{{}, std::span<const SequenceStep>(&one, 1)});
+  const SequenceRollback back{0, 1};
+  try {
+    e->step(StepBatch{{}, {}, std::span<const SequenceRollback>(&back, 1)});
+    FAIL() << "a rollback was accepted for an ABI 1.2 plugin";
+  } catch (const StepError& ex) {
+    EXPECT_NE(std::string(ex.what()).find("step.rollbacks: plugin libringkv_plugin_abi_1_2.so declares no rollback (ABI 1.2"),
+              std::string::npos)
+        << ex.what();
+  }
+  EXPECT_EQ(p->workers_started(), started);
+  EXPECT_EQ(p->worker_pid(), pid);
+  const auto ref = make_reference_engine(plain.config);
+  ref->step(StepBatch{{}, std::span<const SequenceStep>(&one, 1)});
+  EXPECT_EQ(e->snapshot(0, 0)->positions, ref->snapshot(0, 0)->positions);  // the token is still there
+  // Judged on the rest: a spec 1 case, and a committed golden case, pass.
+  const conformance::RunResult run = conformance::run_case(f, plain, ring_checked());
+  EXPECT_TRUE(run.ok()) << run.failure;
+  const golden::GoldenOutcome g = golden::check_golden(f, committed_cases().front());
+  EXPECT_TRUE(g.passed && !g.skipped) << g.failure << g.skip_reason;
+  EXPECT_EQ(p->workers_started(), started);
+}
+
+// A plugin declaring rollback with max_rollback_reserve 4: a reserve of 5 is a config error naming the
+// field and the range before any request; a reserve of 4 reaches the engine (its ring grows by it).
+TEST(RollbackThroughTheAbi, AReserveAboveTheDeclaredMaximumIsAConfigErrorNamingTheField) {
+  const std::shared_ptr<Plugin> p = Plugin::open(plugin_path("limit_max_rollback_reserve_4"), options());
+  EXPECT_TRUE(p->capabilities().rollback);
+  EXPECT_EQ(p->capabilities().max_rollback_reserve, 4);
+  const EngineFactory f = plugin_engine_factory(p);
+  Config c = small_case(40).config;
+  c.layers.push_back(LayerConfig{3, 0, RopeConfig{}, 5});
+  try {
+    f.create(c);
+    FAIL() << "a reserve of 5 was accepted with max_rollback_reserve 4";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("config.layers[1].rollback_reserve = 5: must be in [0, max_rollback_reserve = 4]"),
+              std::string::npos)
+        << e.what();
+  }
+  c.layers[1].rollback_reserve = 4;
+  EXPECT_EQ(nlohmann::json::parse(p->config_json(c))["layers"][1]["rollback_reserve"], 4);
+  const auto e = f.create(c);
+  EXPECT_EQ(e->cache_bytes(), make_reference_engine(c)->cache_bytes());
+  c.layers[1].rollback_reserve = 0;
+  EXPECT_GT(e->cache_bytes(), make_reference_engine(c)->cache_bytes()) << "the reserve did not reach the engine";
+
+  // The export helper refuses it too, for a host that does not check.
+  const Library lib(plugin_path("limit_max_rollback_reserve_4"));
+  ASSERT_NE(lib.api, nullptr);
+  nlohmann::json j = conformance::config_to_json(c);
+  j["layers"][1]["rollback_reserve"] = 5;
+  const std::string json = j.dump();
+  ringkv_engine* h = nullptr;
+  char error[512] = "";
+  EXPECT_EQ(lib.api->create(json.c_str(), json.size(), &h, error, sizeof error), RINGKV_ERR_CONFIG);
+  EXPECT_EQ(h, nullptr);
+  EXPECT_NE(std::string(error).find("config.layers[1].rollback_reserve = 5: must be in [0, max_rollback_reserve = 4]"),
+            std::string::npos)
+      << error;
+}
+
+// The C table directly: rollbacks strided by their first element's struct_size (a newer host's larger
+// ringkv_rollback), a refusal as RINGKV_ERR_STEP with the reference's message, and a 1.2 host's batch,
+// which ends before the rollback fields (whatever follows it is not read).
+TEST(ExportHelper, RollbacksThroughTheCTable) {
+  const Library lib(plugin_path("reference"));
+  ASSERT_NE(lib.api, nullptr);
+  const ringkv_engine_api& api = *lib.api;
+  Config cfg;
+  cfg.layers = {LayerConfig{2, 0, RopeConfig{}}};  // W = 2, no reserve: a rollback after the wrap is refused
+  cfg.num_q_heads = cfg.num_kv_heads = 1;
+  cfg.head_dim = 4;
+  cfg.batch = 2;
+  cfg.max_tokens = 32;
+  const std::string json = conformance::config_to_json(cfg).dump();
+  ringkv_engine* h = nullptr;
+  char error[256] = "";
+  ASSERT_EQ(api.create(json.c_str(), json.size(), &h, error, sizeof error), RINGKV_OK) << error;
+  const auto local = make_reference_engine(cfg);
+  Case data;
+  data.config = cfg;
+  std::vector<float> q(6 * 4), k(q.size()), v(q.size()), out(q.size()), want(q.size());
+  int64_t next = 0;  // the index of the next token of both sequences
+  // One step of n tokens for both sequences through the table and in process, plus `rollbacks`.
+  const auto step = [&](int64_t n, const ringkv_batch& tmpl, std::span<const SequenceRollback> rollbacks) {
+    conformance::fill_chunk(data, conformance::Tensor::q, 0, next, n, q.data());
+    conformance::fill_chunk(data, conformance::Tensor::k, 0, next, n, k.data());
+    conformance::fill_chunk(data, conformance::Tensor::v, 0, next, n, v.data());
+    ringkv_append a[2] = {};
+    for (int s = 0; s < 2; ++s) {
+      a[s].struct_size = sizeof a[s];
+      a[s].sequence = s;
+      a[s].n_tokens = n;
+      a[s].q = tensor(q.data(), 1, n, 1, 4, 0);
+      a[s].k = tensor(k.data(), 1, n, 1, 4, 0);
+      a[s].v = tensor(v.data(), 1, n, 1, 4, 0);
+      a[s].out = tensor(out.data(), 1, n, 1, 4, 0);  // both write the same outputs: the same inputs
+    }
+    ringkv_batch b = tmpl;
+    b.num_appends = 2;
+    b.appends = a;
+    const ringkv_status st = api.step(h, &b);
+    const SequenceStep local_steps[2] = {{0, n, q.data(), k.data(), v.data(), want.data()},
+                                         {1, n, q.data(), k.data(), v.data(), want.data()}};
+    const std::string local_error = step_error(*local, StepBatch{{}, local_steps, rollbacks});
+    EXPECT_EQ(st == RINGKV_OK, local_error.empty()) << api.last_error(h) << " / " << local_error;
+    if (st != RINGKV_OK) {
+      EXPECT_EQ(st, RINGKV_ERR_STEP);
+      EXPECT_EQ(std::string(api.last_error(h)), local_error);
+      return std::string(api.last_error(h));
+    }
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), static_cast<size_t>(n) * 4 * sizeof(float)), 0);
+    return std::string();
+  };
+  ringkv_batch b{};
+  b.struct_size = sizeof b;
+  EXPECT_EQ(step(6, b, {}), "");
+  next = 6;
+  // Back 3 of 6 with W = 2 and no reserve: refused, and nothing changes.
+  struct Wide {  // a later minor's ringkv_rollback, with a field this header does not know
+    ringkv_rollback r;
+    int64_t later = 0x7777777777777777;
+  };
+  Wide wide[2] = {{{sizeof(Wide), 0, 3}}, {{sizeof(Wide), 1, 1}}};
+  b.num_rollbacks = 2;
+  b.rollbacks = &wide[0].r;
+  const SequenceRollback refused[2] = {{0, 3}, {1, 1}};
+  const std::string m = step(1, b, refused);
+  EXPECT_NE(m.find("step.rollbacks[0].n_tokens = 3: refused: sequence 0"), std::string::npos) << m;
+  // Back 1 of each sequence (the second element read at stride sizeof(Wide)): honoured.
+  wide[0].r.n_tokens = 1;
+  wide[1].r.n_tokens = 1;
+  const SequenceRollback honoured[2] = {{0, 1}, {1, 1}};
+  next = 5;
+  EXPECT_EQ(step(1, b, honoured), "");
+  next = 6;
+  // A 1.2 host's batch: struct_size 32, and what lies beyond it (a rollback of 1 here) is not read.
+  b.struct_size = offsetof(ringkv_batch, num_rollbacks);
+  EXPECT_EQ(step(1, b, {}), "");
+  api.destroy(h);
+}
 }  // namespace
 }  // namespace ringkv::abi

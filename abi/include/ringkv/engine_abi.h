@@ -19,7 +19,8 @@
  *    creates the struct to sizeof(struct) in its header version. A reader
  *    touches a field only if it lies within struct_size (RINGKV_HAS_FIELD).
  *    Arrays of structs are strided by their first element's struct_size
- *    (ringkv_batch_reset() / ringkv_batch_append() below do it for you).
+ *    (ringkv_batch_reset() / ringkv_batch_append() /
+ *    ringkv_batch_rollback() below do it for you).
  *  - Errors. Every function that can fail returns ringkv_status. After a
  *    failure on an engine, last_error(engine) returns a NUL-terminated UTF-8
  *    message owned by the engine and VALID UNTIL THE NEXT CALL ON THAT HANDLE
@@ -53,7 +54,7 @@ extern "C" {
 /* ------------------------------------------------------------------ versions */
 
 #define RINGKV_ABI_VERSION_MAJOR 1u
-#define RINGKV_ABI_VERSION_MINOR 2u
+#define RINGKV_ABI_VERSION_MINOR 3u
 /** (major << 16) | minor: the value a table's abi_version carries. */
 #define RINGKV_ABI_MAKE_VERSION(major, minor) RINGKV_ABI_U32((RINGKV_ABI_U32(major) << 16) | RINGKV_ABI_U32(minor))
 #define RINGKV_ABI_VERSION RINGKV_ABI_MAKE_VERSION(RINGKV_ABI_VERSION_MAJOR, RINGKV_ABI_VERSION_MINOR)
@@ -85,7 +86,8 @@ typedef enum ringkv_status {
   RINGKV_ERR_CONFIG = 2,
   /** A step, reset or snapshot request is invalid for the engine's config (spec §12.2: sequence out of
       range, too many tokens, non-finite input, ...); the engine MUST then have changed nothing
-      (ringkv::StepError on the host side). */
+      (ringkv::StepError on the host side, with the engine's message). ABI 1.3: also a REFUSED
+      rollback (spec 1.1 §5.1.4), whose message contains the word "refused" (see ringkv_rollback). */
   RINGKV_ERR_STEP = 3,
   /** The optional function or the requested feature is not supported. */
   RINGKV_ERR_UNSUPPORTED = 4,
@@ -275,6 +277,18 @@ typedef struct ringkv_capabilities {
   int64_t max_position;         /**< largest true position p0 + index; 0 = any (< 2^31) */
   int32_t kv_formats_differ;    /**< nonzero: K and V may be in different formats (dtype, INT8 scheme,
                                      rounding or scale); 0: always one format for both (core) */
+  /* ABI 1.3: spec 1.1 rollback (docs/spec.md §5.1). ringkv reads these only from a plugin whose
+     abi_version has minor >= 3; an older plugin is taken NOT to support rollback (max reserve 0): it
+     is never sent a rollback nor a nonzero rollback_reserve, and rollback cases are not applicable to
+     it. Layout (LP64): `reserved_1_3` fills the 4 bytes of tail padding that ended the 1.2 struct
+     (offset 372, sizeof 376), so that no 1.3 field overlaps a 1.2 struct (RINGKV_HAS_FIELD is false
+     for both on a 1.2 struct_size) and max_rollback_reserve is 8-aligned (offset 376); rollback
+     follows at 384, and the struct again ends in 4 bytes of tail padding (sizeof 392). */
+  int32_t reserved_1_3;          /**< 0 */
+  int64_t max_rollback_reserve;  /**< largest layers[l].rollback_reserve the engine accepts, in [0, 2^30];
+                                      read only when rollback is 1 (else taken as 0) */
+  int32_t rollback;              /**< 1: ringkv_batch.rollbacks are honoured or refused as spec 1.1 §5.1
+                                      says (see ringkv_rollback); 0: no rollback, never sent one */
 } ringkv_capabilities;
 
 /** Per-engine information (optional get_info). The host zeroes it and sets struct_size. */
@@ -331,8 +345,38 @@ typedef struct ringkv_append {
   ringkv_tensor out;     /**< output: the attention output of every token, layer and q head */
 } ringkv_append;
 
-/** One step over a batch (spec §5): every reset first, then every append, each append's tokens in
-    order (a token attends to the chunk's earlier tokens and to itself). Sequences not named sit out. */
+/** ABI 1.3: takes back the last n_tokens tokens appended to a sequence since its last reset (spec 1.1
+    §5.1, a rejected draft of speculative decoding). Sent only to an engine that declared
+    ringkv_capabilities.rollback = 1.
+    - n_tokens in [1, held], held = the tokens the sequence holds before the step; a sequence appears
+      at most once among a step's rollbacks, and is not also reset in that step (else RINGKV_ERR_STEP,
+      naming the field: "step.rollbacks[r].n_tokens = 9: must be in [1, 4]: ...").
+    - Afterwards the sequence holds m = held - n_tokens tokens; its next token takes index m and
+      position p0 + m (p0 unchanged). Later outputs are as if the removed tokens had never been
+      appended (bit-identical for a deterministic engine). All layers roll back together.
+    - Honour rule (§5.1.2): the rollback is honoured iff in every sliding layer the keys a later query
+      sees are still in their slots, decided from the high-water mark H_l (the most tokens held since
+      the reset, with the exceptions of §5.1.2), the sinks, W, rollback_reserve and the ring capacity
+      min(S + W + Q, max_tokens). An engine MUST refuse exactly what the rule refuses, even if its
+      storage could keep more.
+    - A REFUSED rollback rejects the whole step: step() returns RINGKV_ERR_STEP and the engine changes
+      nothing (no rollback, reset or append of that step happens). last_error() MUST contain the word
+      "refused" and name what §5.1.4 lists (the sequence, the lowest refusing layer, the oldest key it
+      would need, and the smallest reserve that would honour it), e.g. "step.rollbacks[0].n_tokens = 4:
+      refused: sequence 0 would keep 13 tokens, but layer 0 no longer holds key 10 (...);
+      rollback_reserve >= 6 would honour it (it is 4)". ringkv tells a refusal from another invalid
+      step by that word.
+    - In an exposed cache (snapshot), the slots of removed tokens are empty afterwards (§5.1.6). */
+typedef struct ringkv_rollback {
+  uint32_t struct_size;  /**< sizeof(ringkv_rollback) */
+  int32_t sequence;      /**< in [0, batch), at most once per batch, not reset in the same batch */
+  int64_t n_tokens;      /**< in [1, tokens held before the step] */
+} ringkv_rollback;
+
+/** One step over a batch (spec §5, spec 1.1 §5.1): every rollback first (ABI 1.3), then every reset,
+    then every append, each append's tokens in order (a token attends to the chunk's earlier tokens and
+    to itself). Sequences not named sit out. An invalid step (any of its parts) returns
+    RINGKV_ERR_STEP and changes nothing. */
 typedef struct ringkv_batch {
   uint32_t struct_size;          /**< sizeof(ringkv_batch) */
   uint32_t num_resets;
@@ -340,6 +384,11 @@ typedef struct ringkv_batch {
   uint32_t num_appends;
   uint32_t reserved0;            /**< 0 */
   const ringkv_append* appends;  /**< [num_appends], strided by appends[0].struct_size */
+  /* ABI 1.3 (read them only if RINGKV_HAS_FIELD(batch, ringkv_batch, rollbacks); a 1.2 host's batch
+     ends before them and has no rollbacks). */
+  uint32_t num_rollbacks;        /**< 0 unless the engine declared ringkv_capabilities.rollback */
+  uint32_t reserved1;            /**< 0 */
+  const ringkv_rollback* rollbacks;  /**< [num_rollbacks], strided by rollbacks[0].struct_size */
 } ringkv_batch;
 
 /** Element i of batch->resets, honouring the elements' struct_size. */
@@ -351,6 +400,16 @@ static inline const ringkv_reset* ringkv_batch_reset(const ringkv_batch* batch, 
 static inline const ringkv_append* ringkv_batch_append(const ringkv_batch* batch, uint32_t i) {
   const size_t stride = batch->appends[0].struct_size, index = i;
   return RINGKV_ABI_PTR(const ringkv_append*, RINGKV_ABI_PTR(const char*, batch->appends) + stride * index);
+}
+/** Number of rollbacks of the batch: 0 for a batch from a host older than ABI 1.3. */
+static inline uint32_t ringkv_batch_num_rollbacks(const ringkv_batch* batch) {
+  return RINGKV_HAS_FIELD(batch, ringkv_batch, rollbacks) ? batch->num_rollbacks : 0u;
+}
+/** Element i of batch->rollbacks (i < ringkv_batch_num_rollbacks(batch)), honouring the elements'
+    struct_size. */
+static inline const ringkv_rollback* ringkv_batch_rollback(const ringkv_batch* batch, uint32_t i) {
+  const size_t stride = batch->rollbacks[0].struct_size, index = i;
+  return RINGKV_ABI_PTR(const ringkv_rollback*, RINGKV_ABI_PTR(const char*, batch->rollbacks) + stride * index);
 }
 
 /* ------------------------------------------------------------------ snapshot */
