@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
       GoldenOutputs o;
       o.engine = "outputs-fixture " + mode;
       o.out = g.expected;
+      o.refused_steps = g.refused_steps();  // golden format 2: a correct engine refuses these steps
       if (mode == "f16-in-file" || mode == "f16-no-profile") {
         for (float& x : o.out) x = round_to_f16(x);
         if (mode == "f16-in-file") o.profile = conformance::profile_from_json(nlohmann::json::parse(kF16Profile));
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
       } else if (engine) {
         if (!conformance::capability_gap(engine->capabilities, g.c).empty()) continue;
         const std::unique_ptr<Engine> run = engine->create(g.c.config);
-        o.out = replay_outputs(*run, g);
+        o.out = replay_outputs(*run, g, &o.refused_steps);
         o.profile = run->info().precision;
       } else if (core_caps) {
         if (!conformance::capability_gap(core, g.c).empty()) continue;

@@ -55,7 +55,10 @@ for entry in manifest["cases"]:
         meta_n, t_n = read_golden_numpy.read(path)
         meta_s, t_s = read_golden_safetensors.read(path)
         assert meta_n == meta_s, "metadata differ"
-        assert meta_n["format"] == "ringkv-golden" and meta_n["golden_format_version"] == "1"
+        assert meta_n["format"] == "ringkv-golden" and meta_n["golden_format_version"] in ("1", "2")
+        v2 = meta_n["golden_format_version"] == "2"
+        assert ("requires" in entry) == v2, "the manifest's requires and the file's version disagree"
+        assert meta_n["spec_version"] == ("1.1" if v2 else "1")
         assert meta_n["id"] == entry["id"] and meta_n["name"] == name
         assert json.loads(meta_n["classes"]) == entry["classes"]
         assert sorted(t_n) == sorted(t_s), f"tensor names differ: {sorted(t_n)} vs {sorted(t_s)}"
@@ -75,6 +78,14 @@ for entry in manifest["cases"]:
         assert t_n["expected_f64"].shape == (L, R, Hq, D) and t_n["score.n_keys"].shape == (L, R, Hq)
         assert (t_n["schedule"] == np.array([s["tokens"] for s in case["steps"]], dtype=np.int32)).all()
         assert (t_n["chunks"][:, 3] > 0).all() and t_n["chunks"][:, 3].sum() == R
+        # Format 2: the rollbacks as in the case JSON, one refused flag per step, refused steps append nothing.
+        rbs = [[i, r["sequence"], r["n_tokens"], r["stream"]] for i, s in enumerate(case["steps"]) for r in s.get("rollbacks", [])]
+        assert ("rollbacks" in t_n) == bool(rbs) == v2 and ("refused" in t_n) == v2
+        if v2:
+            assert (t_n["rollbacks"] == np.array(rbs, dtype=np.int64).reshape(-1, 4)).all()
+            assert t_n["refused"].shape == (len(case["steps"]),) and set(np.unique(t_n["refused"])) <= {0, 1}
+            for st in np.nonzero(t_n["refused"])[0]:
+                assert sum(case["steps"][st]["tokens"]) == 0 and st not in t_n["chunks"][:, 0]
         for c in t_n["chunks"]:  # a chunk's rows are contiguous and belong to its step and sequence
             rows = t_n["rows"][c[2]:c[2] + c[3]]
             assert (rows[:, 0] == c[0]).all() and (rows[:, 1] == c[1]).all()

@@ -138,10 +138,57 @@ def rope(x, pos, r, head_dim):
     return out
 
 
+def refused_steps(cfg, t):
+    """Spec 1.1 §5.1.2: the steps whose rollbacks this engine refuses, by the honour rule over each
+    sequence's high-water mark H per sliding layer (golden format 2; none for a format 1 case)."""
+    if "rollbacks" not in t:
+        return []
+    B, T = cfg["batch"], cfg["max_tokens"]
+    held, high, refused = [0] * B, [[0] * B for _ in cfg["layers"]], []
+    resets = t["resets"] if "resets" in t else np.zeros((0, 4), np.int64)
+    for st, tokens in enumerate(t["schedule"]):
+        rolls = [(int(seq), int(n)) for s, seq, n, _ in t["rollbacks"] if s == st]
+        ok = True
+        for seq, n in rolls:
+            m = held[seq] - n
+            for l, layer in enumerate(cfg["layers"]):
+                W, S = layer["window"], layer["sinks"]
+                if W >= T:  # a global layer never refuses
+                    continue
+                C = min(S + W + layer.get("rollback_reserve", 0), T)
+                lo = max(S, m - W + 1)
+                ok = ok and (lo > m - 1 or lo + (C - S) >= high[l][seq])
+        if not ok:
+            refused.append(st)  # the whole step changes nothing
+            continue
+        for seq, n in rolls:
+            held[seq] -= n
+            for l, layer in enumerate(cfg["layers"]):
+                if held[seq] <= layer["sinks"]:
+                    high[l][seq] = held[seq]
+        for s, seq, _, _ in resets:
+            if s == st:
+                held[seq] = 0
+                for h in high:
+                    h[seq] = 0
+        for seq, n in enumerate(tokens):
+            held[seq] += int(n)
+            for h in high:
+                h[seq] = max(h[seq], held[seq])
+    return refused
+
+
 def run_case(meta, t, bug):
-    """Returns the outputs file's tensors: "out", and the internals (rotated q/k, stored cache per row)."""
+    """Returns the outputs file's tensors: "out", and the internals (rotated q/k, stored cache per row),
+    and "refused_steps", the steps it refused (golden format 2: spec 1.1 rollbacks)."""
     case = json.loads(meta["case"])
     cfg = case["config"]
+    refused = refused_steps(cfg, t)
+    # The honoured rollbacks per step (golden-format §12): applied before the step's rows.
+    rollbacks = {}
+    for s, seq, n, _ in (t["rollbacks"] if "rollbacks" in t else []):
+        if int(s) not in refused:
+            rollbacks.setdefault(int(s), []).append((int(seq), int(n)))
     L, Hq, Hkv, D = len(cfg["layers"]), cfg["num_q_heads"], cfg["num_kv_heads"], cfg["head_dim"]
     tau = cfg["softmax_scale"] or 1.0 / np.sqrt(D)
     cap = cfg["softcap"]
@@ -151,9 +198,18 @@ def run_case(meta, t, bug):
                "k_stored": np.zeros(t["k"].shape, np.float32), "v_stored": np.zeros(t["v"].shape, np.float32)}
     for l, layer in enumerate(cfg["layers"]):
         W, S = layer["window"] + (1 if bug == "window+1" else 0), layer["sinks"]
-        C = min(layer["sinks"] + layer["window"], cfg["max_tokens"]) + (1 if bug == "window+1" else 0)
+        C = min(layer["sinks"] + layer["window"] + layer.get("rollback_reserve", 0), cfg["max_tokens"])
+        C += 1 if bug == "window+1" else 0
         rings = {}  # sequence -> (slot positions, K, V, p0)
+        next_step, held = 0, {}  # rollbacks of the steps before next_step are applied; tokens held
         for r, (step, seq, index, stream) in enumerate(rows):
+            for st in range(next_step, step + 1):  # rollbacks come first in their step (spec 1.1 §5)
+                for s_, n in rollbacks.get(st, []):
+                    held[s_] -= n
+                    slots_, _, _, p0_ = rings[s_]
+                    slots_[slots_ >= p0_ + held[s_]] = -1  # removed tokens' slots become empty (§5.1.6)
+            next_step = step + 1
+            held[seq] = index + 1
             pos = int(positions[r])
             if index == 0:  # a fresh or reset sequence: nothing of the previous occupant
                 rings[seq] = (np.full(C, -1), np.zeros((C, Hkv, D)), np.zeros((C, Hkv, D)), pos)
@@ -186,6 +242,7 @@ def run_case(meta, t, bug):
                 p = np.exp(s - m)
                 denom = p.sum() + (np.exp(cfg["sink_logits"][l][h] - m) if cfg["sink_logits"] else 0.0)
                 out[l, r, h] = (p / denom) @ V[visible, g]
+    tensors["refused_steps"] = refused
     return tensors
 
 
@@ -202,11 +259,14 @@ def main():
     for c in manifest["cases"]:
         meta, t = read_safetensors(os.path.join(args.golden, c["file"]))
         tensors = run_case(meta, t, args.bug)
+        refused = tensors.pop("refused_steps")
         if not args.write_internals:
             tensors = {"out": tensors["out"]}
-        write_safetensors(os.path.join(args.out, c["name"] + ".safetensors"), tensors,
-                          {"format": "ringkv-golden-outputs", "name": meta["name"], "id": meta["id"],
-                           "engine": "numpy-example" + ("-bug-" + args.bug if args.bug else "")})
+        outputs_meta = {"format": "ringkv-golden-outputs", "name": meta["name"], "id": meta["id"],
+                        "engine": "numpy-example" + ("-bug-" + args.bug if args.bug else "")}
+        if refused:  # golden format 2: the steps it refused (spec 1.1 §5.1.4)
+            outputs_meta["refused_steps"] = json.dumps(refused)
+        write_safetensors(os.path.join(args.out, c["name"] + ".safetensors"), tensors, outputs_meta)
         print(c["name"], file=sys.stderr)
 
 

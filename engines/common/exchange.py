@@ -14,7 +14,8 @@ An adapter supplies an object with:
     unsupported(case)          None, or why the engine cannot run this case (asked of every case that gets a
                                file; inside the capabilities it makes the case "not judged")
     profile(case)              the precision profile (JSON object, golden-format §5) it declares for this case
-    run(case, bug)             the outputs file's tensors: "out" [L][R][Hq][D] f32, and any internals it exposes
+    run(case, bug)             the outputs file's tensors: "out" [L][R][Hq][D] f32, and any internals it exposes;
+                               an engine declaring "rollback" also returns "refused_steps" (the steps it refused)
 """
 import argparse
 import json
@@ -69,10 +70,14 @@ class Chunk:
 
 
 class Step:
-    def __init__(self, number, resets, chunks):
+    def __init__(self, number, resets, chunks, rollbacks=(), refused=False):
         self.number = number
-        self.resets = resets  # [(sequence, p0)], applied before the appends
+        self.rollbacks = list(rollbacks)  # [(sequence, n_tokens)], format 2 (spec 1.1): applied first
+        self.resets = resets  # [(sequence, p0)], applied after the rollbacks, before the appends
         self.chunks = chunks  # [Chunk], one per sequence that appends (ascending sequence)
+        # Format 2: the spec refuses this step's rollbacks (§5.1.2). An engine must refuse it too (and
+        # change nothing) and list it in its outputs file's "refused_steps"; such a step has no chunks.
+        self.refused = refused
 
 
 class Case:
@@ -98,16 +103,27 @@ class Case:
     def max_position(self):
         return int(self.t["positions"].max()) if len(self.t["positions"]) else 0
 
+    def format_version(self):
+        """1, or 2 for a case with rollback events (spec 1.1, golden-format §12)."""
+        return int(self.meta.get("golden_format_version", "1"))
+
+    def requires_rollback(self):
+        return "rollbacks" in self.t
+
     def steps(self):
-        """The schedule, step by step: resets first, then the chunks of the step (golden-format §3)."""
+        """The schedule, step by step: rollbacks (format 2), then resets, then the chunks of the step
+        (golden-format §3, §12). An index taken back and appended again has a new row: the latest wins."""
         t = self.t
         resets = t["resets"] if "resets" in t else np.zeros((0, 4), np.int64)
+        rollbacks = t["rollbacks"] if "rollbacks" in t else np.zeros((0, 4), np.int64)
+        refused = t["refused"] if "refused" in t else np.zeros(t["schedule"].shape[0], np.int32)
         chunks = t["chunks"]
         for number in range(t["schedule"].shape[0]):
+            rb = [(int(seq), int(n)) for s, seq, n, _ in rollbacks if s == number]
             rs = [(int(seq), int(p0)) for s, seq, p0, _ in resets if s == number]
             cs = [Chunk(int(seq), int(b), int(n), int(t["rows"][b][2]), int(t["positions"][b]))
                   for s, seq, b, n in chunks if s == number]
-            yield Step(number, rs, sorted(cs, key=lambda c: c.seq))
+            yield Step(number, rs, sorted(cs, key=lambda c: c.seq), rb, bool(refused[number]))
 
 
 def load_manifest(golden_dir):
@@ -115,13 +131,16 @@ def load_manifest(golden_dir):
         return json.load(f)
 
 
-def write_outputs(path, case, engine_name, profile=None, tensors=None, unsupported=None):
+def write_outputs(path, case, engine_name, profile=None, tensors=None, unsupported=None, refused_steps=None):
+    """refused_steps: the steps the engine refused (format 2: a refused rollback), ascending."""
     meta = {"format": "ringkv-golden-outputs", "name": case.name, "id": case.id, "engine": engine_name}
     if unsupported is not None:
         meta["unsupported"] = unsupported
         tensors = {}
     else:
         meta["profile"] = json.dumps(profile, sort_keys=True)
+        if refused_steps:
+            meta["refused_steps"] = json.dumps(sorted(int(s) for s in refused_steps))
     write_safetensors(path, tensors, meta)
 
 
@@ -176,6 +195,15 @@ def main(engine, description, bugs):
                 os.remove(path)
             print(f"{entry['name']}: not applicable (outside capabilities.json)", file=sys.stderr)
             continue
+        # A format 2 entry says what it requires; an engine that does not declare it gets no file
+        # (`ringkv check` reports the case not applicable, never failed).
+        lacking = [c for c in entry.get("requires", {}).get("capabilities", []) if not engine.capabilities().get(c)]
+        if lacking:
+            if os.path.exists(path):
+                os.remove(path)
+            print(f"{entry['name']}: not applicable (requires {', '.join(lacking)}, spec "
+                  f"{entry['requires'].get('spec', '?')})", file=sys.stderr)
+            continue
         case = Case(*read_safetensors(os.path.join(args.golden, entry["file"])))
         why = engine.unsupported(case)
         if why:
@@ -184,5 +212,6 @@ def main(engine, description, bugs):
             continue
         start = time.time()
         tensors = engine.run(case, args.bug)
-        write_outputs(path, case, name, engine.profile(case), tensors)
+        refused = tensors.pop("refused_steps", None)  # an engine with rollback returns the steps it refused
+        write_outputs(path, case, name, engine.profile(case), tensors, refused_steps=refused)
         print(f"{case.name}: ran in {time.time() - start:.2f} s", file=sys.stderr)
