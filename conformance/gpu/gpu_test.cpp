@@ -4,7 +4,7 @@
 //
 //   CudaDevice.*              the device probe: compute capability and cuBLAS
 //   CudaProperty.* /
-//   CudaCublasProperty.*      the 12 RapidCheck properties on "cuda" and "cuda-cublas"
+//   CudaCublasProperty.*      the 13 RapidCheck properties on "cuda" and "cuda-cublas"
 //   CudaGolden/Golden.*       every committed golden case through both engines
 //   CudaExactRing.*           after every step, snapshot() equals the reference engine's
 //   CudaGuardBands.*          device outputs between 64-float sentinel bands; poisoning
@@ -179,7 +179,7 @@ TEST(CudaDevice, FactoriesAreNamedAndExplainWhyNot) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. The 12 properties on "cuda" and "cuda-cublas", RapidCheck's default case count.
+// 1. The 13 properties on "cuda" and "cuda-cublas", RapidCheck's default case count.
 //
 // RC_GTEST_PROP(Suite, Name, ()) expands to TEST(Suite, Name) { rc::detail::checkGTest(&prop); }
 // and cannot skip: the macro below is that expansion with the device check in front, so a
@@ -215,6 +215,7 @@ RINGKV_GPU_PROPERTY(GqaEqualsMha)
 RINGKV_GPU_PROPERTY(Int8Storage)
 RINGKV_GPU_PROPERTY(Poisoning)
 RINGKV_GPU_PROPERTY(LayerIndependence)
+RINGKV_GPU_PROPERTY(Rollback)
 
 // Spec 1.1 rollback with a reserve: the schedules cuda-plan's property runs (property/reserve_schedule.hpp),
 // outputs against the oracle and rings against the spec ring, refused steps refused whole; and with
@@ -284,8 +285,8 @@ TEST(CudaRollback, RefusalIsTheReferencesAndChangesNothing) {
 }
 
 TEST(CudaProperty, EveryPropertyIsInstantiated) {
-  // Twelve RINGKV_GPU_PROPERTY lines above; a thirteenth property must be added there too.
-  EXPECT_EQ(conformance::all_properties().size(), 12u);
+  // Thirteen RINGKV_GPU_PROPERTY lines above; a fourteenth property must be added there too.
+  EXPECT_EQ(conformance::all_properties().size(), 13u);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -46,8 +46,9 @@ RINGKV_PLAN_PROPERTY(GqaEqualsMha)
 RINGKV_PLAN_PROPERTY(Int8Storage)
 RINGKV_PLAN_PROPERTY(Poisoning)
 RINGKV_PLAN_PROPERTY(LayerIndependence)
+RINGKV_PLAN_PROPERTY(Rollback)
 
-TEST(CudaPlanEngine, EveryPropertyIsInstantiated) { EXPECT_EQ(all_properties().size(), 12u); }
+TEST(CudaPlanEngine, EveryPropertyIsInstantiated) { EXPECT_EQ(all_properties().size(), 13u); }
 
 // ---- spec 1.1: rollback with a reserve ----
 
