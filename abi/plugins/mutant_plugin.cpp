@@ -3,6 +3,7 @@
 // caught through the ABI exactly as in process; the controls must pass.
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "export_engine.hpp"
 #include "mutants/mutants.hpp"
@@ -14,7 +15,10 @@
 namespace {
 
 ringkv::abi::ExportSpec make_spec() {
-  for (const ringkv::conformance::MutantInfo& m : ringkv::conformance::all_mutants()) {
+  std::vector<ringkv::conformance::MutantInfo> all = ringkv::conformance::all_mutants();
+  const auto& rollback = ringkv::conformance::rollback_mutants();  // spec 1.1: they declare rollback (ABI 1.3)
+  all.insert(all.end(), rollback.begin(), rollback.end());
+  for (const ringkv::conformance::MutantInfo& m : all) {
     if (std::string(m.name) != RINGKV_MUTANT_NAME) continue;
     ringkv::abi::ExportSpec s;
     s.factory = m.factory;

@@ -228,7 +228,9 @@ std::string Case::id() const {
   for (size_t l = 0; l < c.layers.size(); ++l) {
     const LayerConfig& L = c.layers[l];
     if (l) os << ",";
-    os << "W" << L.window << "S" << L.sinks << ":" << to_string(L.rope.style);
+    os << "W" << L.window << "S" << L.sinks;
+    if (L.rollback_reserve != 0) os << "Q" << L.rollback_reserve;  // spec 1.1; absent for spec 1 layers
+    os << ":" << to_string(L.rope.style);
     if (L.rope.style != RopeStyle::none) {
       os << ":th" << num(L.rope.theta) << ":R" << rotary_dim(L.rope, c.head_dim);
       if (L.rope.scaling != RopeScaling::none) os << ":" << to_string(L.rope.scaling) << num(L.rope.factor);
