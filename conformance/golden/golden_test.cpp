@@ -674,7 +674,9 @@ TEST(GoldenReport, DISABLED_GoldenKillMatrix) {
   const std::vector<GoldenCase> cases = committed();
   std::printf("| mutant | cases failed with the cache | on outputs alone | the cases (outputs alone), if 6 or fewer |\n");
   std::printf("|---|---|---|---|\n");
-  for (const conformance::MutantInfo& m : conformance::all_mutants()) {
+  std::vector<conformance::MutantInfo> mutants = conformance::all_mutants();
+  mutants.insert(mutants.end(), conformance::rollback_mutants().begin(), conformance::rollback_mutants().end());
+  for (const conformance::MutantInfo& m : mutants) {
     const GoldenKills k = golden_kills(m, cases);
     std::string few;
     for (const std::string& n : k.outputs_only) few += (few.empty() ? "`" : ", `") + n + "`";
