@@ -28,6 +28,7 @@
 #include "memory.hpp"
 #include "ringkv/error.hpp"
 #include "support/config_json.hpp"
+#include "support/data_dir.hpp"
 #include "support/profiles.hpp"
 
 #ifndef RINGKV_DEFAULT_GOLDEN_DIR
@@ -61,8 +62,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   // ---- check ----
+  // The golden set: share/ringkv/golden of an installed tree, else the source tree's golden/.
+  const std::string default_golden_dir = conformance::data_dir("golden", RINGKV_DEFAULT_GOLDEN_DIR);
   CheckOptions chk;
-  chk.golden_dir = RINGKV_DEFAULT_GOLDEN_DIR;
+  chk.golden_dir = default_golden_dir;
   CLI::App* check = app.add_subcommand("check", "Check an engine against the golden cases (and, with --properties, the "
                                                 "RapidCheck properties with shrinking)");
   check->add_option("--engine", chk.engines,
@@ -111,7 +114,7 @@ int main(int argc, char** argv) {
   // ---- golden ----
   CLI::App* golden_cmd = app.add_subcommand("golden", "Generate, verify or describe the golden cases");
   golden_cmd->require_subcommand(1);
-  std::string gen_out = RINGKV_DEFAULT_GOLDEN_DIR, verify_dir = RINGKV_DEFAULT_GOLDEN_DIR, describe_case;
+  std::string gen_out = default_golden_dir, verify_dir = default_golden_dir, describe_case;
   CLI::App* gen = golden_cmd->add_subcommand("generate", "Regenerate every golden case (byte-for-byte on the same toolchain)");
   gen->add_option("--out", gen_out, "Output folder (default: the committed golden/)");
   int gen_random = 0;
@@ -185,7 +188,7 @@ int main(int argc, char** argv) {
           std::cerr << "  " << name << " (" << bytes << " bytes)" << std::endl;
         };
         if (gen_random > 0) {
-          if (gen_out == RINGKV_DEFAULT_GOLDEN_DIR) throw InputError("--random needs --out: the committed golden/ is not a random set");
+          if (gen_out == default_golden_dir) throw InputError("--random needs --out: the committed golden/ is not a random set");
           Capabilities caps;
           if (!gen_caps.empty()) {
             try {

@@ -6,8 +6,10 @@
  * softcap, no sink logits: it declares so, and ringkv tests it only inside that.
  * Replace the marked parts with your engine.
  *
- * Build: cc -std=c99 -O2 -fPIC -shared -I<ringkv>/abi/include skeleton_plugin.c -o libmyengine.so -lm
+ * Build: cc -std=c99 -O2 -fPIC -shared $(pkg-config --cflags ringkv-abi) skeleton_plugin.c -o libmyengine.so -lm
+ *        (an installed ringkv: share/ringkv/examples/skeleton_plugin.c; in the source tree -I<ringkv>/abi/include)
  * Check: ringkv check --engine ./libmyengine.so   (or abi's plugin_engine_factory("./libmyengine.so"))
+ * Fail:  add -DRINGKV_SKELETON_WINDOW_PLUS_ONE to plant a window one key too wide, and read the report.
  */
 #include <math.h>
 #include <stdio.h>
@@ -192,7 +194,12 @@ static ringkv_status step(ringkv_engine* e, const ringkv_batch* b) {
             row(e, e->v, l, s, qi, h)[d] = *at(&ap->v, l, i, h, d);
           }
         /* YOUR ENGINE: the attention kernel. Query qi sees key j iff j <= qi and (j < S or j > qi - W) (spec §2). */
-        const int64_t lo = qi - e->window[l] + 1 > 0 ? qi - e->window[l] + 1 : 0; /* oldest key of the window */
+#ifdef RINGKV_SKELETON_WINDOW_PLUS_ONE /* a planted bug, to see what a failure report looks like */
+        const int64_t W = e->window[l] + 1;
+#else
+        const int64_t W = e->window[l];
+#endif
+        const int64_t lo = qi - W + 1 > 0 ? qi - W + 1 : 0;             /* oldest key of the window */
         const int64_t sink_end = e->sinks[l] < lo ? e->sinks[l] : lo;           /* sinks below the window */
         for (h = 0; h < e->hq; ++h) {
           const int64_t kvh = h / g;

@@ -6,6 +6,7 @@
 
 #include "ringkv/error.hpp"
 #include "support/config_json.hpp"
+#include "support/data_dir.hpp"
 
 #ifndef RINGKV_PROFILES_DIR
 #error "RINGKV_PROFILES_DIR must name the profiles/ folder (conformance/CMakeLists.txt)"
@@ -79,7 +80,7 @@ PrecisionProfile resolve_profile(const ProfileSet& set, const std::vector<std::s
   return p;
 }
 
-std::string default_profiles_dir() { return RINGKV_PROFILES_DIR; }
+std::string default_profiles_dir() { return data_dir("profiles", RINGKV_PROFILES_DIR); }
 
 std::vector<std::string> named_profiles(const std::string& dir) {
   std::vector<std::string> names;

@@ -1,0 +1,105 @@
+# ringkv: the installed tree works on its own, moved away from where it was installed (issue 12).
+#
+#   cmake -DRINGKV_BINARY_DIR=<build> -DWORK_DIR=<scratch> [-DBUILD_CONFIG=<config>] -P run_installed_tree_test.cmake
+#
+# 1. installs the (already built) build tree into WORK_DIR/prefix, then moves it to WORK_DIR/moved:
+#    nothing may point back at the build tree, the source tree or the install prefix;
+# 2. checks the tree holds the CLI and its plugin worker, the ABI header and its pkg-config file, the
+#    shipped plugins, the golden set, the profiles, the docs and the example plugin;
+# 3. from WORK_DIR (outside the source tree), runs the installed `ringkv check --engine reference`,
+#    which must pass on the installed golden set (the report names its folder);
+# 4. builds the installed skeleton plugin with `pkg-config --cflags ringkv-abi`, once as shipped (it
+#    must pass `ringkv check`) and once with its planted window bug (it must fail, naming a case);
+# 5. the installed mutant plugin must fail too, and the installed reference plugin pass.
+# Any failure stops with FATAL_ERROR and the output of the step that failed.
+cmake_minimum_required(VERSION 3.25)
+
+foreach(var RINGKV_BINARY_DIR WORK_DIR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run_installed_tree_test.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+set(config_args)
+if(DEFINED BUILD_CONFIG AND NOT BUILD_CONFIG STREQUAL "")
+  set(config_args --config ${BUILD_CONFIG})
+endif()
+
+# run(<what> <expected exit code> <regex the output must match, or "">  COMMAND...): runs in WORK_DIR.
+function(run what rc regex)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE got OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  string(REPLACE ";" " " cmd "${ARGN}")
+  if(NOT got STREQUAL "${rc}")
+    message(FATAL_ERROR "installed tree: ${what}: exit ${got}, expected ${rc}\n  command: ${cmd}\n"
+                        "--- stdout ---\n${out}\n--- stderr ---\n${err}")
+  endif()
+  if(NOT regex STREQUAL "" AND NOT "${out}${err}" MATCHES "${regex}")
+    message(FATAL_ERROR "installed tree: ${what}: the output does not match '${regex}'\n  command: ${cmd}\n"
+                        "--- stdout ---\n${out}\n--- stderr ---\n${err}")
+  endif()
+  message(STATUS "installed tree: ${what}: ok")
+  set(run_output "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+set(tree ${WORK_DIR}/moved)
+
+# 1. Install, then move.
+run("installing into ${prefix}" 0 "" ${CMAKE_COMMAND} --install ${RINGKV_BINARY_DIR} --prefix ${prefix} ${config_args})
+file(RENAME ${prefix} ${tree})
+
+# 2. What the tree holds.
+foreach(path bin/ringkv bin/ringkv_plugin_worker include/ringkv/engine_abi.h share/ringkv/golden/manifest.json
+             share/ringkv/examples/skeleton_plugin.c share/doc/ringkv/spec.md share/doc/ringkv/engine-abi.md
+             share/doc/ringkv/golden-format.md)
+  if(NOT EXISTS ${tree}/${path})
+    message(FATAL_ERROR "installed tree: ${path} is missing")
+  endif()
+endforeach()
+file(GLOB profiles ${tree}/share/ringkv/profiles/*.json)
+file(GLOB_RECURSE pc_files ${tree}/*/ringkv-abi.pc)
+file(GLOB_RECURSE reference_plugin ${tree}/*/ringkv/plugins/libringkv_plugin_reference.so)
+file(GLOB_RECURSE mutant_plugin ${tree}/*/ringkv/plugins/libringkv_plugin_mutant_window_plus_one.so)
+foreach(what profiles pc_files reference_plugin mutant_plugin)
+  if(NOT ${what})
+    message(FATAL_ERROR "installed tree: no ${what} under ${tree}")
+  endif()
+endforeach()
+list(GET pc_files 0 pc_file)
+get_filename_component(pc_dir ${pc_file} DIRECTORY)
+
+# 3. The installed CLI on the installed goldens, from outside the source tree.
+run("ringkv check --engine reference on the installed goldens" 0
+    "golden cases from ${tree}/share/ringkv/golden.*PASSED"
+    ${tree}/bin/ringkv check --engine reference)
+
+# 4. The skeleton plugin through pkg-config, as shipped and with its planted bug.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+find_program(CC NAMES cc gcc clang REQUIRED)
+set(ENV{PKG_CONFIG_PATH} ${pc_dir})
+run("pkg-config --cflags ringkv-abi" 0 "-I" ${PKG_CONFIG} --cflags ringkv-abi)
+string(STRIP "${run_output}" cflags)
+separate_arguments(cflags UNIX_COMMAND "${cflags}")
+if(NOT EXISTS "${tree}/include/ringkv/engine_abi.h")
+  message(FATAL_ERROR "installed tree: pkg-config gave ${cflags}")
+endif()
+foreach(variant good bad)
+  set(defs)
+  if(variant STREQUAL "bad")
+    set(defs -DRINGKV_SKELETON_WINDOW_PLUS_ONE)
+  endif()
+  run("building the skeleton plugin (${variant}) with pkg-config" 0 ""
+      ${CC} -std=c99 -O2 -fPIC -shared ${cflags} ${defs} ${tree}/share/ringkv/examples/skeleton_plugin.c
+      -o ${WORK_DIR}/libskeleton_${variant}.so -lm)
+endforeach()
+run("the skeleton plugin passes" 0 "PASSED"
+    ${tree}/bin/ringkv check --quiet --engine ${WORK_DIR}/libskeleton_good.so)
+run("the skeleton plugin with W + 1 fails" 1 "FAILED [a-z0-9_]+ \\[failed\\] on engine"
+    ${tree}/bin/ringkv check --quiet --engine ${WORK_DIR}/libskeleton_bad.so)
+
+# 5. The shipped plugins.
+run("the installed reference plugin passes" 0 "PASSED" ${tree}/bin/ringkv check --quiet --engine ${reference_plugin})
+run("the installed window_plus_one plugin fails" 1 "FAILED" ${tree}/bin/ringkv check --quiet --engine ${mutant_plugin})
+message(STATUS "installed tree test: passed")
