@@ -129,6 +129,9 @@ std::string quote(const std::string& s) {
 }
 
 std::string reproduce_line(const PropertyRunOptions& opt, const std::string& token) {
+  if (const size_t at = opt.command.find("{token}"); at != std::string::npos) {
+    return opt.command.substr(0, at) + quote(token) + opt.command.substr(at + 7);
+  }
   return opt.command + " --no-golden --replay " + quote(token);
 }
 

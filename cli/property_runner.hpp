@@ -30,7 +30,8 @@ struct PropertyRunOptions {
   bool progress = false;  ///< stderr: the first failing case, shrink progress
   /// Non-empty: run only the case this token names (a report's replay token), nothing else.
   std::string replay;
-  /// What the reproduce lines start with, e.g. "ringkv check --engine 'x.so'".
+  /// What the reproduce lines start with, e.g. "ringkv check --engine 'x.so'" (then " --no-golden
+  /// --replay TOKEN"); a command holding "{token}" is the whole line, with the quoted token there.
   std::string command;
 };
 

@@ -7,6 +7,21 @@ install(TARGETS ringkv_reference ringkv_cuda EXPORT ringkvTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY reference/include/ringkv cuda/include/ringkv DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set(RINGKV_PACKAGE_NEEDS_CUDA ${RINGKV_CUDA})
+# The conformance component (issue 12): oracle, tolerance, generators, runner, properties, mutants,
+# golden checks and the property runner, as ringkv::conformance, ringkv::golden,
+# ringkv::property_runner and ringkv::conformance_gtest (a C++ engine's own tests,
+# ringkv_add_conformance_tests()). Built with the tests (RINGKV_BUILD_TESTS).
+set(RINGKV_PACKAGE_HAS_CONFORMANCE OFF)
+if(TARGET ringkv_conformance AND TARGET ringkv_golden AND TARGET ringkv_property_runner AND TARGET ringkv_conformance_gtest)
+  set(RINGKV_PACKAGE_HAS_CONFORMANCE ON)
+  install(TARGETS ringkv_conformance ringkv_golden ringkv_property_runner ringkv_conformance_gtest EXPORT ringkvTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY conformance/support conformance/property conformance/golden conformance/mutants
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringkv/conformance FILES_MATCHING PATTERN "*.hpp")
+  install(FILES cli/property_runner.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringkv/conformance)
+  install(FILES conformance/include/ringkv/conformance/gtest.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringkv/conformance)
+  install(FILES cmake/ringkvConformance.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ringkv)
+endif()
 install(EXPORT ringkvTargets NAMESPACE ringkv:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ringkv)
 configure_package_config_file(cmake/ringkvConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/ringkvConfig.cmake
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ringkv)
@@ -40,3 +55,18 @@ install(DIRECTORY golden/ DESTINATION ${CMAKE_INSTALL_DATADIR}/ringkv/golden)
 install(DIRECTORY profiles/ DESTINATION ${CMAKE_INSTALL_DATADIR}/ringkv/profiles)
 install(FILES README.md docs/spec.md docs/golden-format.md docs/engine-abi.md docs/tolerances.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# ---- a .deb of the same tree (CPack; `cpack -G DEB` in the build folder) ----
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME ringkv)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_CONTACT "ringkv maintainers")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # fast to build in the tests; the golden set barely compresses
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6, libstdc++6")
+# The C++ conformance component's headers and static libraries build against these.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "librapidcheck-dev, libgtest-dev, nlohmann-json3-dev, pkg-config")
+include(CPack)

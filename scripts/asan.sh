@@ -14,7 +14,8 @@
 #     engines (reference, cuda-plan, cuda-plan-cublas) that `ringkv check --properties` runs below;
 #   ringkv_mutant_tests: the mutants and controls are the reference engine's code with one change,
 #     which the property run below and the mutant plugins of ringkv_abi_tests exercise;
-#   the installed-package consumer test (it configures and builds the project again);
+#   the package tests (package.*: the installed tree, the consumer projects and the .deb; they
+#     install, configure and build again, and check packaging rather than memory);
 #   the mutant plugins through the CLI (cli.plugin_mutant_*: the same host and worker code that
 #     cli.plugin_reference_* and ringkv_abi_tests run), the numpy example and the Python readers
 #     (they need a virtual environment, not sanitized code).
@@ -28,7 +29,7 @@ cmake --build --preset asan --target ringkv ringkv_abi_tests ringkv_unit_tests r
   ringkv_golden_tests ringkv_golden_outputs_tests ringkv_allocation_tests ringkv_outputs_fixture \
   $(for f in fuzz/*.dict; do echo "ringkv_fuzz_replay_$(basename "$f" .dict)"; done)
 echo "asan: built in $(( $(date +%s) - start )) s"
-ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|python_readers|numpy_example|_NOT_BUILT'
+ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|python_readers|numpy_example|_NOT_BUILT|^package\.'
 ctest --preset asan -R '^cli\.' -E 'cli\.plugin_mutant_|shrink_bench|numpy_example|_NOT_BUILT'
 ./build-asan/abi/ringkv_abi_tests
 ./build-asan/conformance/ringkv_allocation_tests

@@ -10,7 +10,9 @@
 #    which must pass on the installed golden set (the report names its folder);
 # 4. builds the installed skeleton plugin with `pkg-config --cflags ringkv-abi`, once as shipped (it
 #    must pass `ringkv check`) and once with its planted window bug (it must fail, naming a case);
-# 5. the installed mutant plugin must fail too, and the installed reference plugin pass.
+# 5. the installed mutant plugin must fail too, and the installed reference plugin pass;
+# 6. a C++ engine's own CMake project (CONFORMANCE_PROJECT, copied out) registers ringkv's properties
+#    and golden cases as its ctest tests: the engine passes, its planted-bug variant fails.
 # Any failure stops with FATAL_ERROR and the output of the step that failed.
 cmake_minimum_required(VERSION 3.25)
 
@@ -24,22 +26,8 @@ if(DEFINED BUILD_CONFIG AND NOT BUILD_CONFIG STREQUAL "")
   set(config_args --config ${BUILD_CONFIG})
 endif()
 
-# run(<what> <expected exit code> <regex the output must match, or "">  COMMAND...): runs in WORK_DIR.
-function(run what rc regex)
-  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE got OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  string(REPLACE ";" " " cmd "${ARGN}")
-  if(NOT got STREQUAL "${rc}")
-    message(FATAL_ERROR "installed tree: ${what}: exit ${got}, expected ${rc}\n  command: ${cmd}\n"
-                        "--- stdout ---\n${out}\n--- stderr ---\n${err}")
-  endif()
-  if(NOT regex STREQUAL "" AND NOT "${out}${err}" MATCHES "${regex}")
-    message(FATAL_ERROR "installed tree: ${what}: the output does not match '${regex}'\n  command: ${cmd}\n"
-                        "--- stdout ---\n${out}\n--- stderr ---\n${err}")
-  endif()
-  message(STATUS "installed tree: ${what}: ok")
-  set(run_output "${out}${err}" PARENT_SCOPE)
-endfunction()
+set(RUN_PREFIX "installed tree: ")
+include(${CMAKE_CURRENT_LIST_DIR}/run_helpers.cmake)
 
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -102,4 +90,29 @@ run("the skeleton plugin with W + 1 fails" 1 "FAILED [a-z0-9_]+ \\[failed\\] on 
 # 5. The shipped plugins.
 run("the installed reference plugin passes" 0 "PASSED" ${tree}/bin/ringkv check --quiet --engine ${reference_plugin})
 run("the installed window_plus_one plugin fails" 1 "FAILED" ${tree}/bin/ringkv check --quiet --engine ${mutant_plugin})
+# 6. A C++ engine in its own project (copied out of the source tree), its tests registered by
+#    ringkv_add_conformance_tests: the engine as shipped passes every one, and with its planted
+#    off-by-one window it fails properties and golden cases, each a ctest test of that project.
+if(NOT DEFINED CONFORMANCE_PROJECT OR NOT EXISTS "${CONFORMANCE_PROJECT}/CMakeLists.txt")
+  message(FATAL_ERROR "installed tree: -DCONFORMANCE_PROJECT=<conformance/consumer/conformance_project> is required")
+endif()
+file(COPY ${CONFORMANCE_PROJECT}/ DESTINATION ${WORK_DIR}/my_project)
+set(generator_args)
+if(DEFINED GENERATOR AND NOT GENERATOR STREQUAL "")
+  set(generator_args -G ${GENERATOR})
+endif()
+run("configuring a C++ engine's project against the installed tree" 0 ""
+    ${CMAKE_COMMAND} -S ${WORK_DIR}/my_project -B ${WORK_DIR}/my_project/build ${generator_args}
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${tree} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+    "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_LINK_FLAGS}")
+run("building it" 0 "" ${CMAKE_COMMAND} --build ${WORK_DIR}/my_project/build)
+run("its ctest: the engine as shipped passes every property and golden case" 0
+    "100% tests passed, 0 tests failed out of [0-9]+"
+    ${CMAKE_CTEST_COMMAND} --test-dir ${WORK_DIR}/my_project/build -R "^MyEngine/" --output-junit junit.xml)
+if(NOT run_output MATCHES "MyEngine/Property.Rollback" OR NOT run_output MATCHES "MyEngine/Golden.rollback_d128_bf16")
+  message(FATAL_ERROR "installed tree: the project's tests are not one per property and golden case:\n${run_output}")
+endif()
+run("its ctest: the engine with W + 1 fails properties and golden cases" 8
+    "MyBuggyEngine/Property.OracleEquality \\(Failed\\).*MyBuggyEngine/Golden.decode_w8 \\(Failed\\)"
+    ${CMAKE_CTEST_COMMAND} --test-dir ${WORK_DIR}/my_project/build -R "^MyBuggyEngine/")
 message(STATUS "installed tree test: passed")
