@@ -196,6 +196,7 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
 #ifdef RINGKV_HAVE_ABI
     abi::PluginOptions po;
     po.timeout_ms = opt.timeout_ms;
+    po.memory_limit_mib = opt.memory_limit_mib;
     const std::shared_ptr<abi::Plugin> plugin = abi::Plugin::open(spec, po);
     return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0, {}};
 #else

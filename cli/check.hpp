@@ -33,6 +33,7 @@ struct CheckOptions {
   /// File exchange: the engine's capabilities file (default: capabilities.json in outputs_dir, if any).
   std::string capabilities_file;
   int timeout_ms = 60000;
+  int64_t memory_limit_mib = 0;  ///< plugins: the worker's RLIMIT_AS in MiB; 0 = none (abi::PluginOptions)
   std::string junit_file, json_file;
   bool quiet = false;
 };

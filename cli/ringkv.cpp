@@ -107,6 +107,10 @@ int main(int argc, char** argv) {
                         ") or a profile JSON file, with optional per-class overrides (default: f32 everywhere, "
                         "storage as configured, f64 RoPE angles; docs/golden-format.md §5)");
   check->add_option("--timeout-ms", chk.timeout_ms, "Plugins: per-call timeout in milliseconds (default 60000)");
+  check->add_option("--memory-limit", chk.memory_limit_mib,
+                    "Plugins: the worker's address-space limit in MiB (RLIMIT_AS), so that a runaway allocation is "
+                    "reported as out of memory (default 0: none; ASan builds and CUDA engines need it off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   check->add_option("--junit", chk.junit_file, "Write a JUnit XML report");
   check->add_option("--json", chk.json_file, "Write a JSON report");
   check->add_flag("--quiet", chk.quiet, "No progress on stderr");

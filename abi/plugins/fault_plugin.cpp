@@ -8,6 +8,7 @@
 //   RINGKV_FAULT_oob_far     ... 200 floats past the end of out (beyond the guard band)
 //   RINGKV_FAULT_oob_before  ... one float before the start of out
 //   RINGKV_FAULT_writes_input  computes the step, then writes into its input k
+//   RINGKV_FAULT_huge_alloc  allocates 64 GiB (run it only under a memory limit: --memory-limit)
 // The tests check that the failing case reports exactly that, and that the
 // next case runs in a fresh worker.
 #include <sys/mman.h>
@@ -16,6 +17,8 @@
 #include <cstdlib>
 #include <memory>
 #include <thread>
+
+#include <vector>
 
 #include "export_engine.hpp"
 #include "ringkv/reference_engine.hpp"
@@ -42,6 +45,11 @@ class FaultEngine final : public ringkv::Engine {
     if (fault) std::abort();
 #elif defined(RINGKV_FAULT_hang)
     while (fault) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+#elif defined(RINGKV_FAULT_huge_alloc)
+    if (fault) {  // a runaway allocation: under RLIMIT_AS it throws std::bad_alloc at once
+      std::vector<char> huge(size_t{64} << 30);
+      huge_sink_ += huge[huge.size() / 2];
+    }
 #endif
     inner_->step(batch);
 #if defined(RINGKV_FAULT_oob) || defined(RINGKV_FAULT_oob_far) || defined(RINGKV_FAULT_oob_before) || \
@@ -74,6 +82,7 @@ class FaultEngine final : public ringkv::Engine {
   std::unique_ptr<ringkv::Engine> inner_;
   bool armed_;
   int64_t steps_ = 0;
+  [[maybe_unused]] char huge_sink_ = 0;
 };
 
 ringkv::abi::ExportSpec make_spec() {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -359,7 +360,21 @@ class PluginHost {
   }
 
   /// The error a plugin status stands for (a ConfigError, a StepError, or an Error naming it).
-  [[noreturn]] void throw_plugin_status(uint32_t status, const std::string& msg, const std::string& during) const {
+  /// Where the worker runs under a memory limit and `what` looks like an allocation failure or a death,
+  /// says so: the engine ran out of the memory --memory-limit gave it.
+  std::string memory_note(const std::string& what) const {
+    if (opts_.memory_limit_mib <= 0) return "";
+    for (const char* sign : {"bad_alloc", "out of memory", "Cannot allocate", "crashed with", "killed"}) {
+      if (what.find(sign) != std::string::npos) {
+        return " [out of memory? the worker runs under a memory limit of " + std::to_string(opts_.memory_limit_mib) +
+               " MiB (--memory-limit)]";
+      }
+    }
+    return "";
+  }
+
+  [[noreturn]] void throw_plugin_status(uint32_t status, const std::string& raw, const std::string& during) const {
+    const std::string msg = raw.empty() ? raw : raw + memory_note(raw);
     switch (status) {
       case RINGKV_ERR_CONFIG:
         throw ConfigError(msg.empty() ? "plugin " + name_ + " rejected the config" : msg);
@@ -406,6 +421,8 @@ class PluginHost {
     const bool search = worker.find('/') == std::string::npos;
     sigset_t no_signals;
     sigemptyset(&no_signals);
+    struct rlimit address_space {};
+    address_space.rlim_cur = address_space.rlim_max = static_cast<rlim_t>(opts_.memory_limit_mib) << 20;
     const pid_t pid = ::fork();
     if (pid < 0) {
       ::close(sv[0]);
@@ -414,6 +431,7 @@ class PluginHost {
     }
     if (pid == 0) {  // the child: only async-signal-safe calls until exec
       ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);  // whatever this thread blocked, the worker does not
+      if (address_space.rlim_cur > 0 && ::setrlimit(RLIMIT_AS, &address_space) != 0) ::_exit(126);
       if (sv[1] == kWorkerFd) {
         ::fcntl(kWorkerFd, F_SETFD, 0);
       } else {
@@ -513,7 +531,8 @@ class PluginHost {
       worker_.reset();
       unread_replies_ = 0;
       death_ = how + " during " + during;
-      throw Error("plugin " + name_ + " " + how + " during " + during + " (the next engine gets a fresh worker)");
+      throw Error("plugin " + name_ + " " + how + " during " + during + " (the next engine gets a fresh worker)" +
+                  memory_note(how));
     }
     reply.status = rh.code;
     if (reply.status == RINGKV_OK) return reply;

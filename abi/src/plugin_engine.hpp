@@ -28,6 +28,11 @@ struct PluginOptions {
   int startup_timeout_ms = 30000;
   /// Sentinel floats before and after every output buffer the plugin writes (rounded up to a multiple of 4).
   int guard_floats = 64;
+  /// The worker's address-space limit (RLIMIT_AS) in MiB, so that a runaway allocation fails in the
+  /// worker and is reported as out of memory instead of exhausting the machine. 0 (the default): no
+  /// limit, because AddressSanitizer and the CUDA driver reserve far more address space than they use,
+  /// so a limit that suits one engine breaks another; set it for CPU plugins (`--memory-limit`).
+  int64_t memory_limit_mib = 0;
   /// The worker executable. Empty: $RINGKV_PLUGIN_WORKER, else ringkv_plugin_worker next to the running
   /// executable, else the one in this build tree, else ringkv_plugin_worker on PATH.
   std::string worker_path;

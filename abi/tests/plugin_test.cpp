@@ -474,6 +474,30 @@ TEST(FaultPlugin, AnEngineOfADeadWorkerSaysSo) {
   }
 }
 
+// A runaway allocation under PluginOptions::memory_limit_mib (--memory-limit): the worker's allocation
+// fails at once, the case fails naming the limit, and the next case runs in a fresh worker.
+TEST(FaultPlugin, HugeAllocationUnderAMemoryLimitIsReportedAsOutOfMemory) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "RLIMIT_AS cannot be combined with AddressSanitizer, which reserves terabytes of shadow "
+                  "address space (the limit's reason to be off by default)";
+#else
+  PluginOptions o = options();
+  o.memory_limit_mib = 1024;
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path("huge_alloc"), o);
+  const EngineFactory f = plugin_engine_factory(plugin);
+  const conformance::RunResult before = conformance::run_case(f, small_case(612));
+  ASSERT_TRUE(before.ok()) << before.failure;  // unarmed, within the limit: a correct engine
+  const conformance::RunResult bad = conformance::run_case(f, small_case(613));
+  ASSERT_FALSE(bad.ok());
+  for (const char* want : {"step 3: engine threw:", "failed with RINGKV_ERR_OUT_OF_MEMORY",
+                           "out of memory? the worker runs under a memory limit of 1024 MiB (--memory-limit)"}) {
+    EXPECT_NE(bad.failure.find(want), std::string::npos) << "missing \"" << want << "\" in: " << bad.failure;
+  }
+  const conformance::RunResult after = conformance::run_case(f, small_case(612));
+  EXPECT_TRUE(after.ok()) << after.failure;
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(
     All, FaultPlugin,
     ::testing::Values(Fault{"crash", 10000, {"step 3: engine threw: plugin libringkv_plugin_crash.so crashed with SIGSEGV during step 3"}},
