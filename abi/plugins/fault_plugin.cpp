@@ -9,6 +9,8 @@
 //   RINGKV_FAULT_oob_before  ... one float before the start of out
 //   RINGKV_FAULT_writes_input  computes the step, then writes into its input k
 //   RINGKV_FAULT_huge_alloc  allocates 64 GiB (run it only under a memory limit: --memory-limit)
+//   RINGKV_FAULT_exit   calls _Exit(3) (a plugin that quits its process)
+//   RINGKV_FAULT_nan    computes the step, then writes NaN into its first output
 // The tests check that the failing case reports exactly that, and that the
 // next case runs in a fresh worker.
 #include <sys/mman.h>
@@ -18,6 +20,7 @@
 #include <memory>
 #include <thread>
 
+#include <limits>
 #include <vector>
 
 #include "export_engine.hpp"
@@ -45,6 +48,8 @@ class FaultEngine final : public ringkv::Engine {
     if (fault) std::abort();
 #elif defined(RINGKV_FAULT_hang)
     while (fault) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+#elif defined(RINGKV_FAULT_exit)
+    if (fault) std::_Exit(3);
 #elif defined(RINGKV_FAULT_huge_alloc)
     if (fault) {  // a runaway allocation: under RLIMIT_AS it throws std::bad_alloc at once
       std::vector<char> huge(size_t{64} << 30);
@@ -52,6 +57,9 @@ class FaultEngine final : public ringkv::Engine {
     }
 #endif
     inner_->step(batch);
+#if defined(RINGKV_FAULT_nan)
+    if (fault && !batch.appends.empty()) batch.appends[0].out[0] = std::numeric_limits<float>::quiet_NaN();
+#endif
 #if defined(RINGKV_FAULT_oob) || defined(RINGKV_FAULT_oob_far) || defined(RINGKV_FAULT_oob_before) || \
     defined(RINGKV_FAULT_writes_input)
     if (fault && !batch.appends.empty()) {

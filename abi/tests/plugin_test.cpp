@@ -474,6 +474,24 @@ TEST(FaultPlugin, AnEngineOfADeadWorkerSaysSo) {
   }
 }
 
+// NaN in an output is a wrong answer, not a crash: that case fails naming the output and "got nan",
+// the worker lives on, and the next case passes in the same worker.
+TEST(FaultPlugin, NanInAnOutputFailsThatCaseAndTheWorkerLivesOn) {
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path("nan"), options());
+  const EngineFactory f = plugin_engine_factory(plugin);
+  const conformance::RunResult bad = conformance::run_case(f, small_case(613));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.failure.find("step 3, sequence 0, token 6 (position 6), layer 0, q head 0, dim 0: expected "),
+            std::string::npos) << bad.failure;
+  EXPECT_NE(bad.failure.find(", got nan, |diff| nan > bound "), std::string::npos) << bad.failure;
+  const int pid = plugin->worker_pid();
+  EXPECT_GT(pid, 0);
+  const conformance::RunResult next = conformance::run_case(f, small_case(612));
+  EXPECT_TRUE(next.ok()) << next.failure;
+  EXPECT_EQ(plugin->worker_pid(), pid);
+  EXPECT_EQ(plugin->workers_started(), 1);
+}
+
 // A runaway allocation under PluginOptions::memory_limit_mib (--memory-limit): the worker's allocation
 // fails at once, the case fails naming the limit, and the next case runs in a fresh worker.
 TEST(FaultPlugin, HugeAllocationUnderAMemoryLimitIsReportedAsOutOfMemory) {
@@ -509,7 +527,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Fault{"oob_before", 10000, {"wrote out of bounds during step 3", "out of append 0 (sequence 0",
                                                   "wrote before its start", "index -1"}},
                       Fault{"writes_input", 10000, {"wrote into its input during step 3", "k of append 0 (sequence 0",
-                                                    "the engine wrote into this input, first at index 5"}}),
+                                                    "the engine wrote into this input, first at index 5"}},
+                      Fault{"exit", 10000, {"step 3: engine threw: plugin libringkv_plugin_exit.so exited with status 3 "
+                                            "during step 3 (the next engine gets a fresh worker)"}}),
     [](const ::testing::TestParamInfo<Fault>& p) { return std::string(p.param.plugin); });
 
 // ---------------------------------------------------------------- conventions
