@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# ctest cli.numpy_example_engine: the numpy-only example engine (docs/examples/numpy_engine.py)
-# writes outputs for every golden case, `ringkv check --outputs` must pass them, and must fail
-# the same engine with a planted W+1 window. Installs numpy into a venv with pip (needs PyPI:
-# without it this test FAILS, it does not skip).
+# ctest cli.numpy_example_engine: the numpy example engine (docs/examples/numpy_engine.py, on the
+# ringkv Python package from python/src) writes outputs for every golden case, `ringkv check --outputs`
+# must pass them, and must fail the same engine with a planted W+1 window. Installs numpy and
+# safetensors into a venv with pip (needs PyPI: without it this test FAILS, it does not skip).
 # usage: numpy_engine_test.sh PYTHON SOURCE_DIR VENV_DIR RINGKV WORK_DIR
 set -euo pipefail
 python=$1 src=$2 venv=$3 ringkv=$4 work=$5
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv" || { echo "FAILED: '$python -m venv' failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
 fi
-if ! "$venv/bin/python" -c "import numpy" 2>/dev/null; then
-  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet numpy || {
-    echo "FAILED: pip could not install numpy (is PyPI reachable?)" >&2
+if ! "$venv/bin/python" -c "import numpy, safetensors" 2>/dev/null; then
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet numpy safetensors || {
+    echo "FAILED: pip could not install numpy and safetensors (is PyPI reachable?)" >&2
     exit 1
   }
 fi
 rm -rf "$work" && mkdir -p "$work"
+export PYTHONPATH="$src/python/src${PYTHONPATH:+:$PYTHONPATH}"
 "$venv/bin/python" "$src/docs/examples/numpy_engine.py" "$src/golden" "$work/good" 2> /dev/null
 "$ringkv" check --quiet --golden "$src/golden" --outputs "$work/good"
 # must_fail DIR WHAT: ringkv check --outputs DIR exits 1 (its report in DIR.log).

@@ -1,0 +1,132 @@
+"""Reading the committed golden set, and refusing broken or newer files with clear errors."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import save_file
+
+import ringkv
+from ringkv import GoldenError
+
+
+def test_every_committed_case_reads_into_a_consistent_schedule(manifest):
+    assert len(manifest) > 0
+    for entry in manifest:
+        case = manifest.load(entry)
+        t = case.tensors
+        assert case.name == entry.name and case.classes == entry.classes
+        assert case.config["batch"] == case.B and len(case.layers) == case.L
+        assert (case.format_version == 2) == ("rollback" in entry.required_capabilities)
+        rows = [r for step in case.steps for c in step.chunks for r in range(c.b, c.b + c.n)]
+        assert rows == list(range(case.R)), f"{case.name}: chunks do not cover the rows in schedule order"
+        for step in case.steps:
+            assert [int(n) for n in t["schedule"][step.number]] == \
+                [sum(c.n for c in step.chunks if c.seq == s) for s in range(case.B)]
+            assert not step.refused or (step.rollbacks and not step.chunks and not step.resets)
+            for c in step.chunks:
+                assert c.q.shape == (case.L, c.n, case.Hq, case.D) and c.k.shape == (case.L, c.n, case.Hkv, case.D)
+                np.testing.assert_array_equal(c.positions, c.position + np.arange(c.n))
+
+
+def test_positions_follow_resets_and_rollbacks(manifest):
+    """Replaying the schedule by hand (p0 + index since reset) gives each chunk's first index and position."""
+    for entry in manifest:
+        case = manifest.load(entry)
+        held, p0 = [0] * case.B, list(case.start_positions)
+        for step in case.steps:
+            if step.refused:
+                continue
+            for seq, n in step.rollbacks:
+                held[seq] -= n
+            for seq, start in step.resets:
+                held[seq], p0[seq] = 0, start
+            for c in step.chunks:
+                assert (c.index, c.position) == (held[c.seq], p0[c.seq] + held[c.seq]), f"{case.name} {c}"
+                held[c.seq] += c.n
+
+
+def rewrite(src, dst, meta=None, drop=(), tensors=None):
+    """A copy of case file src at dst with metadata keys replaced and tensors dropped or replaced."""
+    with safe_open(src, framework="numpy") as f:
+        m = dict(f.metadata())
+        t = {k: f.get_tensor(k) for k in f.keys() if k not in drop}
+    m.update(meta or {})
+    t.update(tensors or {})
+    save_file(t, dst, metadata=m)
+    return dst
+
+
+@pytest.fixture
+def decode_w8(manifest):
+    return manifest.by_name["decode_w8"].file
+
+
+@pytest.mark.parametrize("meta,drop,tensors,message", [
+    ({"golden_format_version": "3"}, (), None, "golden_format_version 3: this ringkv reads versions 1 and 2"),
+    ({"format": "something"}, (), None, "__metadata__ format is 'something'"),
+    ({"case": "{not json"}, (), None, "__metadata__ case is not JSON"),
+    (None, ("positions",), None, "tensor 'positions' is missing"),
+    (None, (), {"q": np.zeros((1, 2, 3, 4), np.float32)}, "tensor 'q' is float32 [1, 2, 3, 4], expected float32 [1][33][4][32]"),
+    (None, (), {"rows": np.zeros((33, 4), np.int32)}, "tensor 'rows' is int32"),
+    ({"golden_format_version": "2"}, (), None, "golden_format_version 2 without a 'rollbacks' tensor"),
+])
+def test_a_broken_case_is_refused_naming_file_and_field(tmp_path, decode_w8, meta, drop, tensors, message):
+    path = rewrite(decode_w8, str(tmp_path / "bad.safetensors"), meta, drop, tensors)
+    with pytest.raises(GoldenError) as e:
+        ringkv.read_case(path)
+    assert path in str(e.value) and message in str(e.value)
+
+
+def test_a_schedule_that_contradicts_its_rows_is_refused(tmp_path, decode_w8):
+    with safe_open(decode_w8, framework="numpy") as f:
+        chunks = f.get_tensor("chunks")
+    chunks[3, 3] = 2  # 2 tokens where the schedule says 1
+    path = rewrite(decode_w8, str(tmp_path / "bad.safetensors"), tensors={"chunks": chunks})
+    with pytest.raises(GoldenError, match=r"chunks\[3\]: 2 tokens, but schedule\[3\]\[0\] says 1"):
+        ringkv.read_case(path)
+
+
+def test_a_truncated_file_is_refused(tmp_path, decode_w8):
+    path = tmp_path / "cut.safetensors"
+    path.write_bytes(open(decode_w8, "rb").read()[:1000])
+    with pytest.raises(GoldenError, match="not a readable safetensors file"):
+        ringkv.read_case(str(path))
+
+
+def copy_set(golden_dir, dst, edit):
+    os.makedirs(dst / "cases")
+    m = json.load(open(os.path.join(golden_dir, "manifest.json")))
+    entry = next(e for e in m["cases"] if e["name"] == "decode_w8")
+    shutil.copy(os.path.join(golden_dir, entry["file"]), dst / entry["file"])
+    m["cases"] = [entry]
+    edit(m, entry)
+    (dst / "manifest.json").write_text(json.dumps(m))
+    return str(dst)
+
+
+def test_manifest_errors_name_the_field(tmp_path, golden_dir):
+    def newer(m, e):
+        e["requires"] = {"golden_format_version": 3, "spec": "1.2"}
+    with pytest.raises(GoldenError, match=r"cases\[0\].requires: case decode_w8 needs a newer ringkv"):
+        ringkv.read_manifest(copy_set(golden_dir, tmp_path / "a", newer))
+
+    def unknown(m, e):
+        e["requires"] = {"paging": True}
+    with pytest.raises(GoldenError, match=r"cases\[0\].requires: unknown field 'paging'"):
+        ringkv.read_manifest(copy_set(golden_dir, tmp_path / "b", unknown))
+
+    def manifest3(m, e):
+        m["golden_format_version"] = "3"
+    with pytest.raises(GoldenError, match="manifest.json: golden_format_version 3: this ringkv reads versions 1 and 2"):
+        ringkv.read_manifest(copy_set(golden_dir, tmp_path / "c", manifest3))
+
+    def changed(m, e):
+        e["sha256"] = "0" * 64
+    bad = ringkv.read_manifest(copy_set(golden_dir, tmp_path / "d", changed))
+    with pytest.raises(GoldenError, match="sha256 differs from the manifest's"):
+        bad.load("decode_w8")
+    with pytest.raises(GoldenError, match="no golden set at"):
+        ringkv.read_manifest(str(tmp_path / "nowhere"))
