@@ -12,7 +12,11 @@
 #    must pass `ringkv check`) and once with its planted window bug (it must fail, naming a case);
 # 5. the installed mutant plugin must fail too, and the installed reference plugin pass;
 # 6. a C++ engine's own CMake project (CONFORMANCE_PROJECT, copied out) registers ringkv's properties
-#    and golden cases as its ctest tests: the engine passes, its planted-bug variant fails.
+#    and golden cases as its ctest tests: the engine passes, its planted-bug variant fails;
+# 7. a Python engine's project (PYTHON_CONSUMER, copied out) with the ringkv wheel (built from
+#    PYTHON_PACKAGE, installed with pip into WORK_DIR/site) and the venv PYTHON_VENV (numpy,
+#    safetensors, pytest): `pytest --ringkv-engine` with the moved tree's bin/ on PATH (its golden set
+#    found next to the CLI) passes the engine and fails its planted W + 1 window, naming a case.
 # Any failure stops with FATAL_ERROR and the output of the step that failed.
 cmake_minimum_required(VERSION 3.25)
 
@@ -115,4 +119,36 @@ endif()
 run("its ctest: the engine with W + 1 fails properties and golden cases" 8
     "MyBuggyEngine/Property.OracleEquality \\(Failed\\).*MyBuggyEngine/Golden.decode_w8 \\(Failed\\)"
     ${CMAKE_CTEST_COMMAND} --test-dir ${WORK_DIR}/my_project/build -R "^MyBuggyEngine/")
+
+# 7. A Python engine with pytest: the wheel of python/ installed with pip, the moved tree's CLI on PATH.
+foreach(var PYTHON_VENV PYTHON_PACKAGE PYTHON_CONSUMER)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "installed tree: -D${var}=... is required (the Python step)")
+  endif()
+endforeach()
+set(py ${PYTHON_VENV}/bin/python)
+execute_process(COMMAND ${py} -c "import numpy, safetensors, pytest, wheel" RESULT_VARIABLE py_ok OUTPUT_QUIET ERROR_QUIET)
+if(NOT py_ok STREQUAL "0")
+  message(FATAL_ERROR "installed tree: no virtual environment with numpy, safetensors, pytest and wheel at "
+                      "${PYTHON_VENV}: run ./scripts/install-deps.sh (python3 -m venv .venv && "
+                      ".venv/bin/pip install -r engines/requirements.txt)")
+endif()
+file(COPY ${PYTHON_PACKAGE}/ DESTINATION ${WORK_DIR}/python-src PATTERN __pycache__ EXCLUDE)
+run("building the ringkv wheel" 0 "" ${py} -m pip wheel --quiet --no-deps --no-build-isolation
+    --wheel-dir ${WORK_DIR}/dist ${WORK_DIR}/python-src)
+file(GLOB wheel ${WORK_DIR}/dist/ringkv-*.whl)
+run("pip installing it" 0 "" ${py} -m pip install --quiet --no-deps --target ${WORK_DIR}/site ${wheel})
+file(COPY ${PYTHON_CONSUMER}/ DESTINATION ${WORK_DIR}/my_python_project PATTERN __pycache__ EXCLUDE)
+set(py_env ${CMAKE_COMMAND} -E env --unset=RINGKV --unset=RINGKV_DATA_DIR PYTHONPATH=${WORK_DIR}/site
+    "PATH=${tree}/bin:$ENV{PATH}" PYTHONDONTWRITEBYTECODE=1 ${CMAKE_COMMAND} -E chdir ${WORK_DIR}/my_python_project
+    ${py} -m pytest -p no:cacheprovider -q -rf)
+run("pytest --ringkv-engine: the Python engine passes every golden case" 0
+    "([0-9]+) passed in"
+    ${py_env} --ringkv-engine=my_engine:make_engine)
+if(run_output MATCHES "failed|skipped" OR NOT run_output MATCHES "passed in")
+  message(FATAL_ERROR "installed tree: the Python engine did not pass every case:\n${run_output}")
+endif()
+run("pytest --ringkv-engine: the Python engine with W + 1 fails, naming a case" 1
+    "ringkv check: case decode_w8 failed.*boundary classes: .*needle-W\\+1.*FAILED ringkv-golden::decode_w8 "
+    ${py_env} --ringkv-engine=my_engine:make_buggy_engine)
 message(STATUS "installed tree test: passed")
