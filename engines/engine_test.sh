@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ctest engines.<name>: a real engine through its adapter (engines/<name>/adapter.py), judged by
+# ctest engines.<name>: a real engine through its adapter (engines/<name>/adapter.py, written on the
+# Python package ringkv of python/src: ringkv.adapter.main replays each case), judged by
 # `ringkv check --outputs` (docs/engines.md).
 #  1. its window convention, found by running it (engines/<name>/convention_test.py);
 #  2. every committed golden case: the verdict per case must be engines/<name>/expected.json's;
@@ -13,7 +14,7 @@ set -euo pipefail
 name=$1 src=$2 venv=$3 ringkv=$4 work=$5 random_n=$6 seed=$7 bug_cases=$8
 shift 8
 py="$venv/bin/python"
-if [ ! -x "$py" ] || ! "$py" -c "import onnxruntime, onnx, jax, numpy" 2>/dev/null; then
+if [ ! -x "$py" ] || ! "$py" -c "import onnxruntime, onnx, jax, numpy, safetensors" 2>/dev/null; then
   echo "FAILED: no virtual environment with the engines at $venv: run ./scripts/install-deps.sh (it creates" >&2
   echo "        .venv with the pinned versions of engines/requirements.txt: python3 -m venv .venv &&" >&2
   echo "        .venv/bin/pip install -r engines/requirements.txt)" >&2

@@ -139,13 +139,8 @@ class PartialRollback : public ReferenceEngine {
     for (size_t l = 0; l < config_.layers.size(); ++l) {
       const auto li = static_cast<int>(l);
       if (!rolls_back(li)) continue;
-      RingKvCache& ring = ring_mut(li, sequence);
-      for (int64_t slot = 0; slot < ring.capacity(); ++slot) {
-        const int64_t pos = ring.position(slot);
-        if (pos != RingKvCache::kEmpty && pos - start_of(sequence) >= m) ring.set_position(slot, RingKvCache::kEmpty);
-      }
+      roll_back_layer(li, sequence, m);
       offset(li, sequence) = m;
-      high_water(li, sequence) = high_water_after_rollback(config_.layers[l], m, high_water(li, sequence));
     }
     seen_mut(sequence) = m;
   }
@@ -214,17 +209,8 @@ class RollbackTruncatesByLength : public ReferenceEngine {
   using ReferenceEngine::ReferenceEngine;
 
  protected:
-  void roll_back(int sequence, int64_t m) override {
-    for (size_t l = 0; l < config_.layers.size(); ++l) {
-      const auto li = static_cast<int>(l);
-      RingKvCache& ring = ring_mut(li, sequence);
-      for (int64_t slot = std::min(m, ring.capacity()); slot < ring.capacity(); ++slot) {
-        ring.set_position(slot, RingKvCache::kEmpty);
-      }
-      high_water(li, sequence) = high_water_after_rollback(config_.layers[l], m, high_water(li, sequence));
-    }
-    seen_mut(sequence) = m;
-  }
+  // Empties the ring's slots from index m on, as if slot s held token s: true only before the wrap.
+  bool slot_rolled_back(const RingKvCache&, int64_t slot, int64_t, int64_t m) const override { return slot >= m; }
   bool slot_visible(int layer, int64_t i, int64_t pos, int64_t p0) const override {
     const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
     return pos != RingKvCache::kEmpty && (pos - p0 < L.sinks || pos - p0 > i - L.window);

@@ -18,8 +18,8 @@
 namespace ringkv::conformance {
 namespace {
 
-// The scenarios of one case, following layer 0 (a sliding layer with the case's reserve) step by step
-// with its own count of the high-water mark H (spec 1.1 §5.1.2).
+// The scenarios of one case, following layer 0 (a sliding layer with the case's reserve) step by step;
+// the tokens held and the high-water mark H (spec 1.1 §5.1.2) come from the spec's ScheduleTracker.
 std::vector<std::string> scenarios(const Case& c) {
   std::vector<std::string> out;
   const auto tag = [&](const std::string& t) {
@@ -32,54 +32,52 @@ std::vector<std::string> scenarios(const Case& c) {
     if (ScheduleTracker::has_rollbacks(c)) tag(is_sliding(cfg.layers[l], cfg) ? "multi-layer sliding" : "multi-layer global");
   }
   const auto B = static_cast<size_t>(cfg.batch);
-  std::vector<int64_t> held(B, 0), H(B, 0);
-  std::vector<bool> rolled_before(B, false), rolled_last(B, false);
+  std::vector<bool> rolled_before(B, false);
   ScheduleTracker tracker(c);
   for (const StepPlan& st : c.steps) {
     const bool honoured = tracker.honoured(st);
     int rolling = 0;
     std::vector<int64_t> counts;
     for (const RollbackPlan& rb : st.rollbacks) {
-      const auto s = static_cast<size_t>(rb.sequence);
-      const int64_t m = held[s] - rb.n_tokens;
+      const int64_t held = tracker.held(rb.sequence), H = tracker.high_water(0, rb.sequence);
+      const int64_t m = held - rb.n_tokens;
       const int64_t lo = std::max(S, m - W + 1);
       const bool sees_keys = lo <= m - 1 && is_sliding(l0, cfg);
       if (!honoured) tag("refused");
-      if (sees_keys && lo + (C - S) == H[s]) tag("at the reserve's edge");
-      if (sees_keys && lo + (C - S) == H[s] - 1) tag("one past the reserve's edge");
-      if (H[s] > held[s]) tag(honoured ? "repeated, honoured" : "repeated, refused");
+      if (sees_keys && lo + (C - S) == H) tag("at the reserve's edge");
+      if (sees_keys && lo + (C - S) == H - 1) tag("one past the reserve's edge");
+      if (H > held) tag(honoured ? "repeated, honoured" : "repeated, refused");
       bool by_length = true;  // what a rule counting from the current length would say
-      for (const LayerConfig& l : cfg.layers) by_length = by_length && layer_honours_rollback(l, cfg.max_tokens, m, held[s]);
+      for (const LayerConfig& l : cfg.layers) by_length = by_length && layer_honours_rollback(l, cfg.max_tokens, m, held);
       if (!honoured && by_length) tag("refused by H, honoured by the length");
       if (!honoured) continue;
-      if (H[s] < C) tag("before the wrap");
-      if (H[s] == C || m == C) tag("at the wrap");
-      if (m < C && H[s] > C) tag("across the wrap");
+      if (H < C) tag("before the wrap");
+      if (H == C || m == C) tag("at the wrap");
+      if (m < C && H > C) tag("across the wrap");
       if (m > C) tag("after the wrap");
       ++rolling;
       counts.push_back(rb.n_tokens);
     }
-    if (!honoured) continue;
+    if (!honoured) continue;  // a refused step changes nothing
     std::sort(counts.begin(), counts.end());
     if (rolling >= 2 && counts.front() != counts.back()) tag("different counts in one batch");
+    // The tokens each sequence holds once the step's rollbacks and resets are done, before its appends.
+    std::vector<int64_t> held(B);
+    for (size_t s = 0; s < B; ++s) held[s] = tracker.held(static_cast<int>(s));
     for (const RollbackPlan& rb : st.rollbacks) {
-      const auto s = static_cast<size_t>(rb.sequence);
-      held[s] -= rb.n_tokens;
-      if (held[s] <= S) H[s] = held[s];
-      rolled_before[s] = true;
+      held[static_cast<size_t>(rb.sequence)] -= rb.n_tokens;
+      rolled_before[static_cast<size_t>(rb.sequence)] = true;
     }
     for (const ResetPlan& r : st.resets) {
       const auto s = static_cast<size_t>(r.sequence);
       if (rolled_before[s]) tag("rollback, then a reset");
-      held[s] = H[s] = 0;
+      held[s] = 0;
       rolled_before[s] = false;
     }
     for (size_t s = 0; s < B; ++s) {
       const int64_t n = st.tokens[s];
       if (n > W && rolled_before[s]) tag("a chunk longer than W after a rollback");
       if (n > 1 && rolled_before[s] && held[s] + n > C) tag("a verify chunk across the wrap");
-      held[s] += n;
-      H[s] = std::max(H[s], held[s]);
     }
     tracker.apply(st);
   }

@@ -40,8 +40,9 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import exchange  # noqa: E402
+# The ringkv package of this repository (python/src), ahead of any installed copy.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "src"))
+from ringkv.adapter import main  # noqa: E402
 
 jax.config.update("jax_platforms", "cpu")
 if os.environ.get("RINGKV_JAX_CACHE"):  # compiled shapes kept between runs (the ctest points it into the build tree)
@@ -117,51 +118,60 @@ class JaxAttention:
     def profile(self, case):
         return PROFILE_BF16 if case.k_dtype == "bf16" else PROFILE_F32
 
-    def run(self, case, bug):
-        dt = DTYPES[case.k_dtype]
-        t = case.t
-        shape_q, shape_k = t["q"].shape, t["k"].shape
-        out = np.zeros(shape_q, np.float32)
-        tensors = {"out": out, "q_rot": np.zeros(shape_q, np.float32), "k_rot": np.zeros(shape_k, np.float32),
-                   "k_stored": np.zeros(shape_k, np.float32), "v_stored": np.zeros(shape_k, np.float32)}
-        for l, layer in enumerate(case.layers):
-            W = layer["window"]
-            C = min(W, case.max_tokens)  # ring capacity
-            rp = layer["rope"]
-            r = (rp["style"], rp["rotary_dim"] or case.D, rp["scaling"], np.float32(rp["theta"]), np.float32(rp["factor"]))
-            rings = {}  # sequence -> (K ring [C][Hkv][D], V ring, tokens appended since the reset)
-            for step in case.steps():
-                for seq, _ in step.resets:
-                    rings.pop(seq, None)
-                for c in step.chunks:
-                    if c.index == 0:
-                        rings[c.seq] = (np.zeros((C, case.Hkv, case.D), dt), np.zeros((C, case.Hkv, case.D), dt), 0)
-                    ring_k, ring_v, count = rings[c.seq]
-                    # Fixed shapes, as a JAX server buckets them: the chunk padded to a power of two NB,
-                    # the keys to C + NB, the padding masked by query_seq_lengths/key_value_seq_lengths.
-                    nb = 1 << (c.n - 1).bit_length()
-                    index = np.arange(c.index, c.index + nb, dtype=np.int32)
-                    if bug == "rope-from-slot":
-                        index = index % C
-                    positions = np.int32(c.position - c.index) + index
-                    key_order, n_keys = newest_first(C, count, c.n, nb)
-                    pad = ((0, nb - c.n), (0, 0), (0, 0))
-                    window = W + (1 if bug == "window+1" else 0)
-                    q_rot, k_rot, k_new, v_new, o = decode_step(
-                        np.pad(t["q"][l, c.b:c.b + c.n], pad), np.pad(t["k"][l, c.b:c.b + c.n], pad),
-                        np.pad(t["v"][l, c.b:c.b + c.n], pad), ring_k, ring_v, positions, key_order,
-                        np.int32(c.n), np.int32(n_keys), *r[3:], np.float32(case.scale), *r[:3], window, dt)
-                    k_new, v_new = np.asarray(k_new), np.asarray(v_new)
-                    for i in range(max(0, c.n - C), c.n):  # the chunk into the ring: token i in slot i mod C
-                        ring_k[(count + i) % C], ring_v[(count + i) % C] = k_new[i], v_new[i]
-                    rings[c.seq] = (ring_k, ring_v, count + c.n)
-                    rows = slice(c.b, c.b + c.n)
-                    out[l, rows] = np.asarray(o, np.float32)[:c.n]
-                    tensors["q_rot"][l, rows] = np.asarray(q_rot)[:c.n]
-                    tensors["k_rot"][l, rows] = np.asarray(k_rot)[:c.n]
-                    tensors["k_stored"][l, rows] = k_new[:c.n].astype(np.float32)
-                    tensors["v_stored"][l, rows] = v_new[:c.n].astype(np.float32)
-        return tensors
+    def __init__(self, bug=None):
+        self.bug = bug
+
+    def start(self, case):
+        self.case, self.dt = case, DTYPES[case.k_dtype]
+        self.rings = [{} for _ in case.layers]  # per layer: sequence -> (K ring [C][Hkv][D], V ring, tokens appended)
+
+    def reset(self, seq, p0):
+        for rings in self.rings:
+            rings.pop(seq, None)
+
+    def append(self, chunks):
+        case, dt, bug = self.case, self.dt, self.bug
+        results = []
+        for c in chunks:
+            shape_q, shape_k = (case.L, c.n, case.Hq, case.D), (case.L, c.n, case.Hkv, case.D)
+            r = {"out": np.zeros(shape_q, np.float32), "q_rot": np.zeros(shape_q, np.float32),
+                 "k_rot": np.zeros(shape_k, np.float32), "k_stored": np.zeros(shape_k, np.float32),
+                 "v_stored": np.zeros(shape_k, np.float32)}
+            for l, layer in enumerate(case.layers):
+                W = layer["window"]
+                C = min(W, case.max_tokens)  # ring capacity
+                rp = layer["rope"]
+                rope_args = (rp["style"], rp["rotary_dim"] or case.D, rp["scaling"], np.float32(rp["theta"]),
+                             np.float32(rp["factor"]))
+                rings = self.rings[l]
+                if c.index == 0:
+                    rings[c.seq] = (np.zeros((C, case.Hkv, case.D), dt), np.zeros((C, case.Hkv, case.D), dt), 0)
+                ring_k, ring_v, count = rings[c.seq]
+                # Fixed shapes, as a JAX server buckets them: the chunk padded to a power of two NB,
+                # the keys to C + NB, the padding masked by query_seq_lengths/key_value_seq_lengths.
+                nb = 1 << (c.n - 1).bit_length()
+                index = np.arange(c.index, c.index + nb, dtype=np.int32)
+                if bug == "rope-from-slot":
+                    index = index % C
+                positions = np.int32(c.position - c.index) + index
+                key_order, n_keys = newest_first(C, count, c.n, nb)
+                pad = ((0, nb - c.n), (0, 0), (0, 0))
+                window = W + (1 if bug == "window+1" else 0)
+                q_rot, k_rot, k_new, v_new, o = decode_step(
+                    np.pad(c.q[l], pad), np.pad(c.k[l], pad), np.pad(c.v[l], pad), ring_k, ring_v, positions,
+                    key_order, np.int32(c.n), np.int32(n_keys), *rope_args[3:], np.float32(case.scale),
+                    *rope_args[:3], window, dt)
+                k_new, v_new = np.asarray(k_new), np.asarray(v_new)
+                for i in range(max(0, c.n - C), c.n):  # the chunk into the ring: token i in slot i mod C
+                    ring_k[(count + i) % C], ring_v[(count + i) % C] = k_new[i], v_new[i]
+                rings[c.seq] = (ring_k, ring_v, count + c.n)
+                r["out"][l] = np.asarray(o, np.float32)[:c.n]
+                r["q_rot"][l] = np.asarray(q_rot)[:c.n]
+                r["k_rot"][l] = np.asarray(k_rot)[:c.n]
+                r["k_stored"][l] = k_new[:c.n].astype(np.float32)
+                r["v_stored"][l] = v_new[:c.n].astype(np.float32)
+            results.append(r)
+        return results
 
 
 def newest_first(C, count, n, nb):
@@ -200,4 +210,4 @@ def decode_step(q, k, v, ring_k, ring_v, positions, key_order, n, n_keys, theta,
 
 
 if __name__ == "__main__":
-    exchange.main(JaxAttention(), __doc__, BUGS)
+    main(JaxAttention, __doc__, BUGS)

@@ -38,8 +38,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import exchange  # noqa: E402
+# The ringkv package of this repository (python/src), ahead of any installed copy.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "src"))
+from ringkv.adapter import main  # noqa: E402
 
 # Set explicitly: onnx's helper writes its own newest IR version (14 with onnx 1.23), which older
 # onnxruntime releases reject (1.31 reads at most 13). IR 10 is the version of the default opset 21
@@ -190,90 +191,102 @@ class OnnxRuntimeGqa:
     def profile(self, case):
         return PROFILE_F16 if case.k_dtype == "f16" else PROFILE_F32
 
-    def run(self, case, bug):
+    def __init__(self, bug=None):
+        self.bug = bug
+
+    def start(self, case):
+        """One single-node model per layer, its cos/sin tables, and an empty past per sequence."""
         dtype = "f32" if case.k_dtype == "int8" else case.k_dtype  # the model's activations
         cache = case.k_dtype
-        T, TC = NP[dtype], NP[cache]
-        scales = {}
+        self.case, self.T, self.TC = case, NP[dtype], NP[cache]
+        self.scales = {}
         if cache == "int8":  # the static scales of spec §10: code = round(x / s), value = code * s
-            scales = {kv: np.float32(case.config[kv + "_format"]["scale"]) for kv in ("k", "v")}
-        t = case.t
-        out = np.zeros(t["expected"].shape, np.float32)
-        k_stored = np.zeros(t["k"].shape, np.float32)
-        v_stored = np.zeros(t["v"].shape, np.float32)
-        codes = {}
+            self.scales = {kv: np.float32(case.config[kv + "_format"]["scale"]) for kv in ("k", "v")}
+        self.layers = []
         for l, layer in enumerate(case.layers):
             window = layer["window"] if case.is_sliding(l) else -1
-            if bug == "window+1" and window > 0:
+            if self.bug == "window+1" and window > 0:
                 window += 1
-            sinks = np.asarray(case.sink_logits[l], T) if case.sink_logits else None
+            sinks = np.asarray(case.sink_logits[l], self.T) if case.sink_logits else None
             session = gqa_model(case, l, dtype, window, sinks is not None, cache if cache == "int8" else "same")
-            rope = layer["rope"]
             feeds_rope = {}
-            if rope["style"] != "none":
-                cos, sin = rope_tables(rope, case.D, case.max_position() + 1, T)
+            if layer["rope"]["style"] != "none":
+                cos, sin = rope_tables(layer["rope"], case.D, case.max_position() + 1, self.T)
                 feeds_rope = {"cos_cache": cos, "sin_cache": sin}
-            history = {}  # sequence -> (past K [Hkv][n][D], past V [Hkv][n][D]): its last `present`
-            for step in case.steps():
-                for seq, _ in step.resets:
-                    history.pop(seq, None)
-                chunks = step.chunks
-                if not chunks:
-                    continue
-                for c in chunks:
-                    if c.index == 0:  # a new or reset sequence: a fresh, empty past
-                        history[c.seq] = (np.zeros((case.Hkv, 0, case.D), TC), np.zeros((case.Hkv, 0, case.D), TC))
-                Bn, S = len(chunks), max(c.n for c in chunks)
-                P = max(history[c.seq][0].shape[1] for c in chunks)
-                q = np.zeros((Bn, S, case.Hq * case.D), T)
-                k = np.zeros((Bn, S, case.Hkv * case.D), T)
-                v = np.zeros((Bn, S, case.Hkv * case.D), T)
-                past_k = np.zeros((Bn, case.Hkv, P, case.D), TC)
-                past_v = np.zeros((Bn, case.Hkv, P, case.D), TC)
-                pos = np.zeros((Bn, S), np.int64)
-                seqlens = np.zeros(Bn, np.int32)
-                qlens = np.zeros(Bn, np.int32)
-                for i, c in enumerate(chunks):
-                    hk, hv = history[c.seq]
-                    n_past = hk.shape[1]
-                    q[i, :c.n] = t["q"][l, c.b:c.b + c.n].reshape(c.n, -1)
-                    k[i, :c.n] = t["k"][l, c.b:c.b + c.n].reshape(c.n, -1)
-                    v[i, :c.n] = t["v"][l, c.b:c.b + c.n].reshape(c.n, -1)
-                    past_k[i, :, :n_past], past_v[i, :, :n_past] = hk, hv
-                    index = c.index + np.arange(S)
-                    if bug == "rope-from-slot" and case.is_sliding(l):
-                        index = index % layer["window"]
-                    pos[i] = c.position - c.index + index
-                    seqlens[i] = n_past + c.n - 1
-                    qlens[i] = c.n
-                feeds = {"query": q, "key": k, "value": v, "past_key": past_k, "past_value": past_v,
-                         "seqlens_k": seqlens, "total_sequence_length": np.array(P + S, np.int32),
-                         # with query_seqlens an upper bound; it must cover the padded buffer P + S, not
-                         # only the longest row (else: "the padded chunk ... does not fit in the KV cache capacity")
-                         "query_seqlens": qlens}
-                if feeds_rope:
-                    feeds.update(feeds_rope, position_ids=pos)
-                if sinks is not None:
-                    feeds["head_sink"] = sinks
-                if scales:
-                    feeds.update(k_scale=np.array([scales["k"]]), v_scale=np.array([scales["v"]]))
-                o, present_k, present_v = session.run(None, feeds)
-                for i, c in enumerate(chunks):
-                    n_total = int(seqlens[i]) + 1
-                    history[c.seq] = (present_k[i, :, :n_total].copy(), present_v[i, :, :n_total].copy())
-                    out[l, c.b:c.b + c.n] = o[i, :c.n].astype(np.float32).reshape(c.n, case.Hq, case.D)
-                    # The stored cache of the new rows: what `present` holds for them (INT8: codes, decoded).
-                    for kv, present, stored in (("k", present_k, k_stored), ("v", present_v, v_stored)):
-                        held = present[i, :, n_total - c.n:n_total].transpose(1, 0, 2)
-                        if scales:
-                            codes.setdefault(kv, np.zeros(t[kv].shape, np.int8))[l, c.b:c.b + c.n] = held
-                            stored[l, c.b:c.b + c.n] = held.astype(np.float32) * scales[kv]
-                        else:
-                            stored[l, c.b:c.b + c.n] = held.astype(np.float32)
-        tensors = {"out": out, "k_stored": k_stored, "v_stored": v_stored}
-        tensors.update({kv + "_codes": c for kv, c in codes.items()})
-        return tensors
+            self.layers.append((session, sinks, feeds_rope))
+        # per layer: sequence -> (past K [Hkv][n][D], past V [Hkv][n][D]): its last `present`
+        self.history = [{} for _ in case.layers]
+
+    def reset(self, seq, p0):
+        for history in self.history:
+            history.pop(seq, None)
+
+    def append(self, chunks):
+        """One step: per layer, every appending sequence in one batch (right-padded to the longest chunk)."""
+        case, T, TC, scales = self.case, self.T, self.TC, self.scales
+        results = []
+        for c in chunks:
+            shape_k = (case.L, c.n, case.Hkv, case.D)
+            r = {"out": np.zeros((case.L, c.n, case.Hq, case.D), np.float32),
+                 "k_stored": np.zeros(shape_k, np.float32), "v_stored": np.zeros(shape_k, np.float32)}
+            if scales:
+                r.update(k_codes=np.zeros(shape_k, np.int8), v_codes=np.zeros(shape_k, np.int8))
+            results.append(r)
+        for l, layer in enumerate(case.layers):
+            session, sinks, feeds_rope = self.layers[l]
+            history = self.history[l]
+            for c in chunks:
+                if c.index == 0:  # a new or reset sequence: a fresh, empty past
+                    history[c.seq] = (np.zeros((case.Hkv, 0, case.D), TC), np.zeros((case.Hkv, 0, case.D), TC))
+            Bn, S = len(chunks), max(c.n for c in chunks)
+            P = max(history[c.seq][0].shape[1] for c in chunks)
+            q = np.zeros((Bn, S, case.Hq * case.D), T)
+            k = np.zeros((Bn, S, case.Hkv * case.D), T)
+            v = np.zeros((Bn, S, case.Hkv * case.D), T)
+            past_k = np.zeros((Bn, case.Hkv, P, case.D), TC)
+            past_v = np.zeros((Bn, case.Hkv, P, case.D), TC)
+            pos = np.zeros((Bn, S), np.int64)
+            seqlens = np.zeros(Bn, np.int32)
+            qlens = np.zeros(Bn, np.int32)
+            for i, c in enumerate(chunks):
+                hk, hv = history[c.seq]
+                n_past = hk.shape[1]
+                q[i, :c.n] = c.q[l].reshape(c.n, -1)
+                k[i, :c.n] = c.k[l].reshape(c.n, -1)
+                v[i, :c.n] = c.v[l].reshape(c.n, -1)
+                past_k[i, :, :n_past], past_v[i, :, :n_past] = hk, hv
+                index = c.index + np.arange(S)
+                if self.bug == "rope-from-slot" and case.is_sliding(l):
+                    index = index % layer["window"]
+                pos[i] = c.position - c.index + index
+                seqlens[i] = n_past + c.n - 1
+                qlens[i] = c.n
+            feeds = {"query": q, "key": k, "value": v, "past_key": past_k, "past_value": past_v,
+                     "seqlens_k": seqlens, "total_sequence_length": np.array(P + S, np.int32),
+                     # with query_seqlens an upper bound; it must cover the padded buffer P + S, not
+                     # only the longest row (else: "the padded chunk ... does not fit in the KV cache capacity")
+                     "query_seqlens": qlens}
+            if feeds_rope:
+                feeds.update(feeds_rope, position_ids=pos)
+            if sinks is not None:
+                feeds["head_sink"] = sinks
+            if scales:
+                feeds.update(k_scale=np.array([scales["k"]]), v_scale=np.array([scales["v"]]))
+            o, present_k, present_v = session.run(None, feeds)
+            for i, c in enumerate(chunks):
+                n_total = int(seqlens[i]) + 1
+                history[c.seq] = (present_k[i, :, :n_total].copy(), present_v[i, :, :n_total].copy())
+                results[i]["out"][l] = o[i, :c.n].astype(np.float32).reshape(c.n, case.Hq, case.D)
+                # The stored cache of the new rows: what `present` holds for them (INT8: codes, decoded).
+                for kv, present in (("k", present_k), ("v", present_v)):
+                    held = present[i, :, n_total - c.n:n_total].transpose(1, 0, 2)
+                    if scales:
+                        results[i][kv + "_codes"][l] = held
+                        results[i][kv + "_stored"][l] = held.astype(np.float32) * scales[kv]
+                    else:
+                        results[i][kv + "_stored"][l] = held.astype(np.float32)
+        return results
 
 
 if __name__ == "__main__":
-    exchange.main(OnnxRuntimeGqa(), __doc__, BUGS)
+    main(OnnxRuntimeGqa, __doc__, BUGS)

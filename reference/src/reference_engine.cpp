@@ -107,19 +107,13 @@ void ReferenceEngine::check_rollbacks(const StepBatch& batch) const {
 }
 
 void ReferenceEngine::roll_back(int sequence, int64_t m) {
-  const int64_t p0 = start_of(sequence);
-  for (size_t l = 0; l < config_.layers.size(); ++l) {
-    const auto li = static_cast<int>(l);
-    RingKvCache& ring = ring_mut(li, sequence);
-    // Every slot holding a removed token (index >= m) becomes empty. What it held before is gone;
-    // the honour rule guarantees that no later query needs it (spec 1.1 §5.1.3).
-    for (int64_t slot = 0; slot < ring.capacity(); ++slot) {
-      const int64_t pos = ring.position(slot);
-      if (pos != RingKvCache::kEmpty && pos - p0 >= m) ring.set_position(slot, RingKvCache::kEmpty);
-    }
-    high_water(li, sequence) = high_water_after_rollback(config_.layers[l], m, high_water(li, sequence));
-  }
+  for (size_t l = 0; l < config_.layers.size(); ++l) roll_back_layer(static_cast<int>(l), sequence, m);
   seen_mut(sequence) = m;
+}
+
+bool ReferenceEngine::slot_rolled_back(const RingKvCache& ring, int64_t slot, int64_t p0, int64_t m) const {
+  const int64_t pos = ring.position(slot);
+  return pos != RingKvCache::kEmpty && pos - p0 >= m;
 }
 
 void ReferenceEngine::encode_kv_row(bool, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const {
@@ -174,6 +168,16 @@ void ReferenceEngine::step(const StepBatch& batch) {
       H = std::max(H, seen_of(a.sequence));
     }
   }
+}
+
+void ReferenceEngine::roll_back_layer(int layer, int sequence, int64_t m) {
+  RingKvCache& ring = ring_mut(layer, sequence);
+  // What a removed slot held is gone; the honour rule guarantees that no later query needs it.
+  for (int64_t slot = 0; slot < ring.capacity(); ++slot) {
+    if (slot_rolled_back(ring, slot, start_of(sequence), m)) ring.set_position(slot, RingKvCache::kEmpty);
+  }
+  int64_t& H = high_water(layer, sequence);
+  H = high_water_after_rollback(config_.layers[static_cast<size_t>(layer)], m, H);
 }
 
 void ReferenceEngine::process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k,

@@ -61,6 +61,9 @@ class ReferenceEngine : public Engine {
   virtual void check_rollbacks(const StepBatch& batch) const;
   /// Takes a sequence back to its first m tokens in every layer (spec 1.1 §5.1.1, §5.1.6).
   virtual void roll_back(int sequence, int64_t m);
+  /// Whether rolling a sequence that starts at p0 back to m tokens removes what `slot` holds: the
+  /// slot holds a token of index >= m (spec 1.1 §5.1.3).
+  virtual bool slot_rolled_back(const RingKvCache& ring, int64_t slot, int64_t p0, int64_t m) const;
   /// Encodes one rotated K row (is_key) or one V row for storage (spec §10).
   virtual void encode_kv_row(bool is_key, const KvFormat& format, const float* x, uint8_t* bytes, float* scales) const;
   /// Rounds the rotated query before q·k, if an engine does (the reference does not).
@@ -86,6 +89,9 @@ class ReferenceEngine : public Engine {
   void write_token(int layer, int sequence, int64_t index, const float* k, const float* v);
   /// Computes the outputs of token `index` for all q heads from what the ring holds now.
   void attend_token(int layer, int sequence, int64_t index, const float* q, float* out);
+  /// Rolls one layer of a sequence back to m tokens: empties every slot slot_rolled_back() names and
+  /// lowers the layer's high-water mark (spec 1.1 §5.1.3, §5.1.2).
+  void roll_back_layer(int layer, int sequence, int64_t m);
 
   size_t ring_index(int layer, int sequence) const {
     return static_cast<size_t>(layer) * static_cast<size_t>(config_.batch) + static_cast<size_t>(sequence);
