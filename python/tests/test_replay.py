@@ -1,6 +1,7 @@
 """replay() and check(): the numpy engine passes every committed case, its planted W+1 window fails on
 the window's boundary classes, and protocol mistakes are named."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -114,3 +115,23 @@ def test_check_without_a_cli_is_a_clear_error(tmp_path, monkeypatch):
         ringkv.check(str(tmp_path))
     with pytest.raises(ringkv.CheckError, match="is not an executable file"):
         ringkv.check(str(tmp_path), ringkv=str(tmp_path / "nothing"))
+
+
+def test_adapter_command_line(tmp_path, golden_dir, ringkv_cli):
+    """ringkv.adapter.main, as engines/*/adapter.py use it: filtered cases, capabilities.json, a planted bug."""
+    import subprocess
+    import sys
+    script = tmp_path / "adapter.py"
+    script.write_text("from ringkv.adapter import main\nfrom ringkv.examples.numpy_engine import NumpyEngine\n"
+                      "main(lambda bug: NumpyEngine(window_error=1 if bug else 0), 'an adapter', {'window+1': 'W + 1'})\n")
+    cases = "decode_w8|rollback_batch_refused"
+    for out, bug in (("good", []), ("bad", ["--bug", "window+1"])):
+        subprocess.run([sys.executable, str(script), golden_dir, str(tmp_path / out), "--ringkv", ringkv_cli,
+                        "--filter", f"^({cases})$"] + bug, check=True, capture_output=True)
+        assert sorted(os.listdir(tmp_path / out)) == ["capabilities.json", "decode_w8.safetensors",
+                                                      "rollback_batch_refused.safetensors"]
+    good = ringkv.check(str(tmp_path / "good"), golden_dir, filter=f"^({cases}) ")
+    assert good["passed"] and [c["status"] for c in good["cases"]] == ["passed", "passed"]
+    bad = ringkv.check(str(tmp_path / "bad"), golden_dir, filter=f"^({cases}) ")
+    assert not bad["passed"] and "failed" in [c["status"] for c in bad["cases"]]
+    assert "[planted bug window+1]" in json.load(open(tmp_path / "bad" / "capabilities.json"))["name"]
