@@ -1,14 +1,28 @@
 #include "check.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -132,7 +146,11 @@ struct EngineUnderTest {
   std::string unavailable;  // non-empty: a built-in engine this machine cannot run (listed as skipped)
   bool qk_rotated_by_ringkv = false;  // a plugin with wants_rotated_qk: ringkv rotates q and k for it
   std::string capabilities_source;    // file exchange: the capabilities file ("" without one)
+  bool per_job = false;  // a plugin: each job opens its own (its own worker process; one Plugin serves one call at a time)
 };
+
+// The CUDA engines share the one device: their cases and properties run one at a time (--jobs).
+bool shares_device(const EngineUnderTest& eng) { return eng.label == "cuda" || eng.label == "cuda-cublas"; }
 
 // What one engine was judged on (golden/coverage.hpp), and whether the required classes were.
 struct EngineCoverage {
@@ -190,7 +208,7 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
     if ((spec == "cuda" || spec == "cuda-cublas") && !cuda::cuda_unavailable_reason().empty()) {
       throw InputError("--engine " + spec + ": " + cuda::cuda_unavailable_reason());
     }
-    return {spec, builtin_factory(spec), false, {}, false, {}};
+    return {spec, builtin_factory(spec), false, {}, false, {}, false};
   }
   if (spec.find('/') != std::string::npos || spec.ends_with(".so")) {
 #ifdef RINGKV_HAVE_ABI
@@ -198,7 +216,7 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
     po.timeout_ms = opt.timeout_ms;
     po.memory_limit_mib = opt.memory_limit_mib;
     const std::shared_ptr<abi::Plugin> plugin = abi::Plugin::open(spec, po);
-    return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0, {}};
+    return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0, {}, true};
 #else
     (void)opt;
     throw InputError("--engine " + spec + ": this ringkv was built without plugin support");
@@ -208,7 +226,164 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
                    "\": must be reference, cuda, cuda-cublas, cuda-plan, cuda-plan-cublas, or the path of a plugin .so");
 }
 
+constexpr int kMaxJobs = 1024;
+
+// Runs tasks 0 .. n-1 on `jobs` workers (the calling thread and jobs - 1 threads); run(task, worker)
+// gets the worker's index, 0 .. jobs - 1. One job: in order, on the calling thread, an exception
+// ending the run at once. Several: the first exception (by task) is rethrown after every worker
+// stopped; no task starts after one has thrown.
+void run_jobs(size_t n, int jobs, const std::function<void(size_t task, int worker)>& run) {
+  if (jobs <= 1 || n <= 1) {
+    for (size_t i = 0; i < n; ++i) run(i, 0);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::exception_ptr> errors(n);
+  const auto work = [&](int worker) {
+    for (size_t i; !stop && (i = next++) < n;) {
+      try {
+        run(i, worker);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        stop = true;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < jobs && static_cast<size_t>(w) < n; ++w) threads.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+PropertyRunOptions property_options(const CheckOptions& opt, const std::string& engine_label) {
+  PropertyRunOptions po;
+  po.cases = opt.cases;
+  po.seed = opt.seed;
+  po.filter = opt.filter;
+  po.exclude = opt.exclude;
+  po.shrink_time = opt.shrink_time;
+  po.progress = !opt.quiet;
+  po.replay = opt.replay;
+  po.command = "ringkv check --engine " + shell_quote(engine_label);
+  return po;
+}
+
+// ---- property shards in processes of their own (--jobs N > 1) ----
+// RapidCheck keeps the parameters of its generators (rc::detail::ImplicitParam<...>::m_stack and
+// rc::detail::ImplicitScope::m_scopes) in plain static members, not thread_local: two properties
+// drawing cases on two threads would corrupt each other's stacks. So with more than one job each
+// property runs in a process of its own: ringkv runs itself (/proc/self/exe) as
+// `ringkv check --engine E --property-shard NAME ...`, which runs that one property exactly as one
+// job would (same seed, same cases, its own shrink budget and its own engine instance, a plugin its
+// own worker) and prints its PropertyOutcome as JSON (outcome_to_json) on stdout; its progress goes
+// to the shared stderr, line by line.
+
+std::string self_executable() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+  if (n <= 0 || static_cast<size_t>(n) >= path.size()) {
+    throw std::runtime_error(std::string("--jobs: cannot find this ringkv executable (/proc/self/exe): ") + std::strerror(errno));
+  }
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
+
+std::string seconds_arg(double s) {
+  if (std::isinf(s)) return "inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", s);
+  return buf;
+}
+
+std::vector<PropertyOutcome> run_property_process(const CheckOptions& opt, const std::string& engine, const std::string& property) {
+  // Every option that make_engine or property_options reads is passed on.
+  std::vector<std::string> args = {self_executable(), "check", "--engine=" + engine, "--property-shard=" + property,
+                                   "--cases=" + std::to_string(opt.cases), "--seed=" + std::to_string(opt.seed),
+                                   "--shrink-time=" + seconds_arg(opt.shrink_time),
+                                   "--timeout-ms=" + std::to_string(opt.timeout_ms),
+                                   "--memory-limit=" + std::to_string(opt.memory_limit_mib)};
+  if (opt.quiet) args.push_back("--quiet");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string what = "property " + property + " on engine " + engine;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(what + ": pipe failed: " + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (spawned != 0) {
+    ::close(fds[0]);
+    throw std::runtime_error(what + ": cannot start " + args[0] + ": " + std::strerror(spawned));
+  }
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    std::vector<PropertyOutcome> outcomes;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      try {
+        outcomes.push_back(outcome_from_json(line));
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(what + ": its process reported " + e.what());
+      }
+    }
+    return outcomes;
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+    throw InputError(what + ": its process ended with exit code 2 (unusable input; its message is above)");
+  }
+  // A crash in the property's own process: a failure of that property on that engine, as one job
+  // would have died of it.
+  PropertyOutcome o;
+  o.name = property;
+  o.error = WIFSIGNALED(status) ? "its process (ringkv check --property-shard) died of signal " + std::to_string(WTERMSIG(status)) +
+                                      " (" + strsignal(WTERMSIG(status)) + ")"
+                                : "its process (ringkv check --property-shard) ended with exit code " +
+                                      std::to_string(WEXITSTATUS(status)) + " without a result";
+  o.report = "  " + o.error + "; run it alone with --jobs 1 --filter '^" + property + "$' to see where\n";
+  return {o};
+}
+
+// `ringkv check --property-shard NAME`: one property on the one engine, its outcome as JSON on stdout.
+int run_property_shard(const CheckOptions& opt) {
+  if (opt.engines.size() != 1) throw InputError("--property-shard needs exactly one --engine");
+  const EngineUnderTest eng = make_engine(opt.engines[0], opt);
+  PropertyRunOptions po = property_options(opt, eng.label);
+  po.only = opt.property_shard;
+  std::vector<PropertyOutcome> outcomes;
+  try {
+    outcomes = run_properties(eng.factory, po);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  std::string out;
+  for (const PropertyOutcome& o : outcomes) out += outcome_to_json(o) + "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 2;
+}
+
 }  // namespace
+
+int default_jobs() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 std::string list_golden(const std::string& dir, const std::string& capabilities_file, const std::string& level) {
   if (!level.empty() && level != "core" && level != "feature") {
@@ -257,6 +432,11 @@ std::string describe_golden(const std::string& dir, const std::string& name_or_p
 }
 
 int run_check(const CheckOptions& opt) {
+  if (opt.jobs < 1 || opt.jobs > kMaxJobs) {
+    throw InputError("--jobs " + std::to_string(opt.jobs) + ": must be from 1 to " + std::to_string(kMaxJobs) +
+                     " (parallel workers; default: the number of cores, " + std::to_string(default_jobs()) + " here)");
+  }
+  if (!opt.property_shard.empty()) return run_property_shard(opt);
   const bool progress = !opt.quiet;
   const std::regex keep = make_regex(opt.filter.empty() ? ".*" : opt.filter, "--filter");
   const std::regex drop = make_regex(opt.exclude.empty() ? "$^" : opt.exclude, "--exclude");
@@ -306,7 +486,7 @@ int run_check(const CheckOptions& opt) {
   std::vector<EngineUnderTest> engines;
   if (!opt.outputs_dir.empty()) {
     if (!opt.engines.empty() || properties) throw InputError("--outputs cannot be combined with --engine or --properties");
-    EngineUnderTest e{"outputs:" + opt.outputs_dir, {}, true, {}, false, {}};
+    EngineUnderTest e{"outputs:" + opt.outputs_dir, {}, true, {}, false, {}, false};
     // The engine's capabilities file: --capabilities, else capabilities.json beside its outputs.
     std::string caps_path = opt.capabilities_file;
     if (caps_path.empty() && fs::exists(fs::path(opt.outputs_dir) / "capabilities.json")) {
@@ -328,7 +508,7 @@ int run_check(const CheckOptions& opt) {
     // Every built-in engine; the CUDA engines are listed as skipped, with the reason, where this
     // machine cannot run them (built without CUDA, or no device).
     for (const char* name : kBuiltinEngines) {
-      EngineUnderTest e{name, builtin_factory(name), false, {}, false, {}};
+      EngineUnderTest e{name, builtin_factory(name), false, {}, false, {}, false};
       if (e.label == "cuda" || e.label == "cuda-cublas") e.unavailable = cuda::cuda_unavailable_reason();
       engines.push_back(e);
     }
@@ -336,108 +516,165 @@ int run_check(const CheckOptions& opt) {
     for (const std::string& e : opt.engines) engines.push_back(make_engine(e, opt));
   }
 
-  std::vector<CaseResult> results;
-  std::vector<std::pair<std::string, PropertyOutcome>> props;
-  bool failed = false;
-  std::vector<std::string> reasons;
-  for (const EngineUnderTest& eng : engines) {
-    if (!eng.unavailable.empty()) continue;
-    size_t done = 0;
-    for (const ManifestEntry& e : selected) {
-      ++done;
-      if (progress) std::cerr << "[" << eng.label << " " << done << "/" << selected.size() << "] " << e.name << std::endl;
-      CaseResult r;
-      r.engine = eng.label;
-      r.name = e.name;
-      r.id = e.id;
-      r.classes = e.classes;
-      r.reproduce = "ringkv check " + (eng.external_outputs ? "--outputs " + shell_quote(opt.outputs_dir)
-                                                            : "--engine " + shell_quote(eng.label)) +
-                    " --golden " + shell_quote(opt.golden_dir) + " --filter " + shell_quote("^" + e.name + " ");
-      if (!set_generator.empty()) r.reproduce = set_generator + "\n  then: " + r.reproduce;
-      bool expect_fail = false;
-      for (const std::regex& x : xfails) expect_fail = expect_fail || std::regex_search(e.name, x) || std::regex_search(e.id, x);
-      golden::GoldenOutcome o;
-      std::optional<std::string> unusable;  // the golden file cannot be used: its own verdict
-      try {
-        const golden::GoldenCase g = golden::load_manifest_case(opt.golden_dir, e);
-        if (eng.external_outputs) {
-          const fs::path out = fs::path(opt.outputs_dir) / (e.name + ".safetensors");
-          const std::string gap = eng.capabilities_source.empty() ? "" : conformance::capability_gap(eng.factory.capabilities, g.c);
-          if (!fs::exists(out) && !gap.empty()) {
-            o.skipped = true;  // outside what the capabilities file declares: not applicable
-            o.skip_reason = "outside the capabilities in " + eng.capabilities_source + ": " + gap;
-          } else if (!fs::exists(out)) {
-            o.passed = false;
-            o.failure = "no outputs file " + out.string() +
-                        (eng.capabilities_source.empty() ? "" : " (the case is within the capabilities in " + eng.capabilities_source + ")");
-          } else {
-            o = golden::check_golden_outputs(g, out.string(), conformance::resolve_profile(external_profiles, e.classes));
-          }
+  // ---- the golden cases and the properties, on opt.jobs workers (--jobs) ----
+  // One golden case on one engine: its result. `factory` is the job's own instance of the engine.
+  const auto run_case = [&](const EngineUnderTest& eng, const EngineFactory& factory, const ManifestEntry& e) {
+    CaseResult r;
+    r.engine = eng.label;
+    r.name = e.name;
+    r.id = e.id;
+    r.classes = e.classes;
+    r.reproduce = "ringkv check " + (eng.external_outputs ? "--outputs " + shell_quote(opt.outputs_dir)
+                                                          : "--engine " + shell_quote(eng.label)) +
+                  " --golden " + shell_quote(opt.golden_dir) + " --filter " + shell_quote("^" + e.name + " ");
+    if (!set_generator.empty()) r.reproduce = set_generator + "\n  then: " + r.reproduce;
+    bool expect_fail = false;
+    for (const std::regex& x : xfails) expect_fail = expect_fail || std::regex_search(e.name, x) || std::regex_search(e.id, x);
+    golden::GoldenOutcome o;
+    std::optional<std::string> unusable;  // the golden file cannot be used: its own verdict
+    try {
+      const golden::GoldenCase g = golden::load_manifest_case(opt.golden_dir, e);
+      if (eng.external_outputs) {
+        const fs::path out = fs::path(opt.outputs_dir) / (e.name + ".safetensors");
+        const std::string gap = eng.capabilities_source.empty() ? "" : conformance::capability_gap(eng.factory.capabilities, g.c);
+        if (!fs::exists(out) && !gap.empty()) {
+          o.skipped = true;  // outside what the capabilities file declares: not applicable
+          o.skip_reason = "outside the capabilities in " + eng.capabilities_source + ": " + gap;
+        } else if (!fs::exists(out)) {
+          o.passed = false;
+          o.failure = "no outputs file " + out.string() +
+                      (eng.capabilities_source.empty() ? "" : " (the case is within the capabilities in " + eng.capabilities_source + ")");
         } else {
-          golden::GoldenCheckOptions check_options;
-          check_options.qk_rotated_by_ringkv = eng.qk_rotated_by_ringkv;
-          o = golden::check_golden(eng.factory, g, check_options);
+          o = golden::check_golden_outputs(g, out.string(), conformance::resolve_profile(external_profiles, e.classes));
         }
-      } catch (const golden::GoldenInputError& ex) {
-        unusable = ex.what();
-      } catch (const std::exception& ex) {
-        o.passed = false;
-        o.skipped = false;
-        o.failure = ex.what();
-      }
-      if (unusable) {
-        r.status = CaseResult::Status::error;
-        r.detail = *unusable + "; no verdict on the engine (run `ringkv golden verify " + opt.golden_dir + "`)";
-        results.push_back(r);
-        continue;
-      }
-      r.worst_ratio = o.worst_ratio;
-      r.outputs = o.outputs_checked;
-      // The profile the outputs were judged under, and whence: the reproduce line carries both.
-      if (eng.external_outputs && !opt.profile_file.empty()) r.reproduce += " --profile " + shell_quote(opt.profile_file);
-      if (o.profile) {
-        r.profile = conformance::profile_to_json(*o.profile).dump();
-        r.profile_source = !eng.external_outputs    ? "declared by the engine"
-                           : o.profile_from_file     ? "the outputs file's metadata"
-                           : opt.profile_file.empty() ? "the default (no --profile)"
-                                                      : "--profile " + opt.profile_file;
-        r.reproduce += "  # profile " + r.profile + " from " + r.profile_source;
-      }
-      r.rope = o.rope;
-      if (o.skipped) {
-        r.status = CaseResult::Status::skipped;
-        r.detail = o.skip_reason;
-      } else if (o.passed) {
-        r.status = expect_fail ? CaseResult::Status::xpass : CaseResult::Status::passed;
-        if (expect_fail) r.detail = "passed but is listed in --xfail";
       } else {
-        r.status = expect_fail ? CaseResult::Status::xfail : CaseResult::Status::failed;
-        r.detail = o.failure;
+        golden::GoldenCheckOptions check_options;
+        check_options.qk_rotated_by_ringkv = eng.qk_rotated_by_ringkv;
+        o = golden::check_golden(factory, g, check_options);
       }
-      if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) failed = true;
-      results.push_back(r);
+    } catch (const golden::GoldenInputError& ex) {
+      unusable = ex.what();
+    } catch (const std::exception& ex) {
+      o.passed = false;
+      o.skipped = false;
+      o.failure = ex.what();
     }
-    if (properties) {
-      PropertyRunOptions po;
-      po.cases = opt.cases;
-      po.seed = opt.seed;
-      po.filter = opt.filter;
-      po.exclude = opt.exclude;
-      po.shrink_time = opt.shrink_time;
-      po.progress = progress;
-      po.replay = opt.replay;
-      po.command = "ringkv check --engine " + shell_quote(eng.label);
-      std::vector<PropertyOutcome> outcomes;
+    if (unusable) {
+      r.status = CaseResult::Status::error;
+      r.detail = *unusable + "; no verdict on the engine (run `ringkv golden verify " + opt.golden_dir + "`)";
+      return r;
+    }
+    r.worst_ratio = o.worst_ratio;
+    r.outputs = o.outputs_checked;
+    // The profile the outputs were judged under, and whence: the reproduce line carries both.
+    if (eng.external_outputs && !opt.profile_file.empty()) r.reproduce += " --profile " + shell_quote(opt.profile_file);
+    if (o.profile) {
+      r.profile = conformance::profile_to_json(*o.profile).dump();
+      r.profile_source = !eng.external_outputs    ? "declared by the engine"
+                         : o.profile_from_file     ? "the outputs file's metadata"
+                         : opt.profile_file.empty() ? "the default (no --profile)"
+                                                    : "--profile " + opt.profile_file;
+      r.reproduce += "  # profile " + r.profile + " from " + r.profile_source;
+    }
+    r.rope = o.rope;
+    if (o.skipped) {
+      r.status = CaseResult::Status::skipped;
+      r.detail = o.skip_reason;
+    } else if (o.passed) {
+      r.status = expect_fail ? CaseResult::Status::xpass : CaseResult::Status::passed;
+      if (expect_fail) r.detail = "passed but is listed in --xfail";
+    } else {
+      r.status = expect_fail ? CaseResult::Status::xfail : CaseResult::Status::failed;
+      r.detail = o.failure;
+    }
+    return r;
+  };
+  // The jobs: every golden case on every engine, and the properties of each engine: with one job all
+  // of them in this process, with more one shard per property, each in a process of its own
+  // (run_property_process). Results are kept by job, so the report's order, and the report, are the
+  // same for any number of jobs.
+  const int jobs = opt.replay.empty() ? opt.jobs : 1;
+  struct GoldenJob {
+    size_t engine;
+    const ManifestEntry* entry;
+  };
+  struct PropertyJob {
+    size_t engine;
+    std::string property;  // "": every property, in this process
+  };
+  std::vector<GoldenJob> golden_jobs;
+  std::vector<PropertyJob> property_jobs;
+  // The order jobs start in: engine by engine (its golden cases, then its properties) with one job;
+  // with more, the properties (the longest jobs) first.
+  std::vector<std::pair<bool, size_t>> order, property_order;  // (a property job?, its index)
+  for (size_t i = 0; i < engines.size(); ++i) {
+    if (!engines[i].unavailable.empty()) continue;
+    for (const ManifestEntry& e : selected) {
+      order.emplace_back(false, golden_jobs.size());
+      golden_jobs.push_back({i, &e});
+    }
+    if (!properties) continue;
+    if (jobs == 1) {
+      order.emplace_back(true, property_jobs.size());
+      property_jobs.push_back({i, ""});
+      continue;
+    }
+    for (const std::string& name : property_names(property_options(opt, engines[i].label))) {
+      property_order.emplace_back(true, property_jobs.size());
+      property_jobs.push_back({i, name});
+    }
+  }
+  order.insert(order.begin(), property_order.begin(), property_order.end());
+
+  std::vector<CaseResult> results(golden_jobs.size());
+  std::vector<std::vector<PropertyOutcome>> outcomes(property_jobs.size());
+  std::vector<std::map<size_t, EngineFactory>> own_engines(static_cast<size_t>(jobs));  // per worker: its plugins
+  std::vector<std::atomic<size_t>> started(engines.size());  // golden cases started, per engine (progress)
+  std::mutex device;
+  run_jobs(order.size(), jobs, [&](size_t k, int worker) {
+    const auto [is_property, i] = order[k];
+    const size_t ei = is_property ? property_jobs[i].engine : golden_jobs[i].engine;
+    const EngineUnderTest& eng = engines[ei];
+    std::unique_lock<std::mutex> device_lock(device, std::defer_lock);
+    if (shares_device(eng)) device_lock.lock();
+    if (is_property) {
+      if (!property_jobs[i].property.empty()) {
+        outcomes[i] = run_property_process(opt, eng.label, property_jobs[i].property);
+        return;
+      }
       try {
-        outcomes = run_properties(eng.factory, po);
+        outcomes[i] = run_properties(eng.factory, property_options(opt, eng.label));
       } catch (const std::invalid_argument& e) {
         throw InputError(e.what());
       }
-      for (const PropertyOutcome& p : outcomes) {
-        if (!p.passed) failed = true;
-        props.emplace_back(eng.label, p);
-      }
+      return;
+    }
+    const ManifestEntry& e = *golden_jobs[i].entry;
+    if (progress) {
+      write_stderr("[" + eng.label + " " + std::to_string(++started[ei]) + "/" + std::to_string(selected.size()) + "] " +
+                   e.name + "\n");
+    }
+    // Worker 0 uses the engine opened above; the others open their own where an engine needs it.
+    const EngineFactory* factory = &eng.factory;
+    if (worker > 0 && eng.per_job) {
+      std::map<size_t, EngineFactory>& own = own_engines[static_cast<size_t>(worker)];
+      auto it = own.find(ei);
+      if (it == own.end()) it = own.emplace(ei, make_engine(eng.label, opt).factory).first;
+      factory = &it->second;
+    }
+    results[i] = run_case(eng, *factory, e);
+  });
+
+  bool failed = false;
+  std::vector<std::string> reasons;
+  for (const CaseResult& r : results) {
+    if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) failed = true;
+  }
+  std::vector<std::pair<std::string, PropertyOutcome>> props;
+  for (size_t i = 0; i < property_jobs.size(); ++i) {
+    for (const PropertyOutcome& p : outcomes[i]) {
+      if (!p.passed) failed = true;
+      props.emplace_back(engines[property_jobs[i].engine].label, p);
     }
   }
 

@@ -36,7 +36,16 @@ struct CheckOptions {
   int64_t memory_limit_mib = 0;  ///< plugins: the worker's RLIMIT_AS in MiB; 0 = none (abi::PluginOptions)
   std::string junit_file, json_file;
   bool quiet = false;
+  /// Parallel workers for golden cases and property shards (>= 1; the CLI's default: default_jobs()).
+  /// The report is the same for any number. --replay runs one job.
+  int jobs = 1;
+  /// Internal (`ringkv check --jobs N` runs each property shard in a process of its own): run only
+  /// this property on the one engine, and print its outcome as JSON on stdout instead of a report.
+  std::string property_shard;
 };
+
+/// The default of --jobs: the number of cores (std::thread::hardware_concurrency), at least 1.
+int default_jobs();
 
 /// Runs the check; returns the exit code (0 passed, 1 failed).
 int run_check(const CheckOptions& options);

@@ -1,6 +1,7 @@
 #include "property_runner.hpp"
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -9,6 +10,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 #include <rapidcheck.h>
 
 #include "property/properties.hpp"
@@ -20,6 +24,23 @@ namespace {
 using namespace ringkv::conformance;
 using Clock = std::chrono::steady_clock;
 using rc::detail::CaseResult;
+
+// A progress message, written to stderr whole (write_stderr) when the statement ends.
+class StderrMessage {
+ public:
+  StderrMessage() = default;
+  StderrMessage(const StderrMessage&) = delete;
+  StderrMessage& operator=(const StderrMessage&) = delete;
+  ~StderrMessage() { write_stderr(os_.str()); }
+  template <typename T>
+  StderrMessage& operator<<(const T& value) {
+    os_ << value;
+    return *this;
+  }
+
+ private:
+  std::ostringstream os_;
+};
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -158,8 +179,7 @@ class PropertyRun {
   PropertyOutcome search() {
     const auto t0 = Clock::now();
     if (opt_.progress) {
-      std::cerr << "[properties] " << out_.name << " (" << opt_.cases << " cases, seed " << opt_.seed << ") ..."
-                << std::endl;
+      StderrMessage() << "[properties] " << out_.name << " (" << opt_.cases << " cases, seed " << opt_.seed << ") ...\n";
     }
     rc::Random r(opt_.seed);
     int successes = 0, discards = 0, recent_discards = 0, index = 0;
@@ -205,7 +225,7 @@ class PropertyRun {
 
   PropertyOutcome replay(const Replay& rp) {
     out_.replayed = true;
-    if (opt_.progress) std::cerr << "[properties] " << out_.name << ": replaying " << to_token(rp) << std::endl;
+    if (opt_.progress) StderrMessage() << "[properties] " << out_.name << ": replaying " << to_token(rp) << "\n";
     rc::Random r(rp.seed), random;
     for (int i = 0; i <= rp.index; ++i) random = r.split();
     rc::Shrinkable<Result> s = gen_(random, rp.size);
@@ -263,12 +283,12 @@ class PropertyRun {
   void first_found() const {
     if (!opt_.progress) return;
     const FailingCase& f = out_.first;
-    std::cerr << "[properties] " << out_.name << " FAILED at case " << out_.failing_case << " of " << opt_.cases
+    StderrMessage() << "[properties] " << out_.name << " FAILED at case " << out_.failing_case << " of " << opt_.cases
               << " after " << fmt_seconds(out_.seconds_to_first) << ": " << f.shape << "\n"
               << "  case: " << f.id << "\n"
               << "  first failing step: " << (f.step.empty() ? "(not named by the property)" : f.step) << "\n"
               << "  reason: " << first_line(f.reason) << "\n"
-              << "  reproduce: " << reproduce_line(opt_, f.replay) << std::endl;
+              << "  reproduce: " << reproduce_line(opt_, f.replay) << "\n";
   }
 
   void shrink(Replay rp, Result best) {
@@ -279,17 +299,17 @@ class PropertyRun {
     const auto t0 = Clock::now();
     auto last_line = t0;
     if (opt_.progress) {
-      std::cerr << "[shrink] " << out_.name << ": shrinking "
+      StderrMessage() << "[shrink] " << out_.name << ": shrinking "
                 << (std::isinf(budget) ? std::string("with no time limit") : "for at most " + fmt_seconds(budget))
-                << " (--shrink-time) ..." << std::endl;
+                << " (--shrink-time) ...\n";
     }
     const auto progress = [&](bool accepted) {
       if (!opt_.progress) return;
       const double since = std::chrono::duration<double>(Clock::now() - last_line).count();
       if (!(accepted && (out_.shrink_steps == 1 || since >= 1.0)) && since < 5.0) return;
       last_line = Clock::now();
-      std::cerr << "[shrink] " << out_.name << ": " << out_.shrink_steps << " steps, " << out_.shrink_tries
-                << " tried, case " << out_.shrunk.shape << ", " << fmt_seconds(seconds_since(t0)) << std::endl;
+      StderrMessage() << "[shrink] " << out_.name << ": " << out_.shrink_steps << " steps, " << out_.shrink_tries
+                << " tried, case " << out_.shrunk.shape << ", " << fmt_seconds(seconds_since(t0)) << "\n";
     };
     rc::Seq<rc::Shrinkable<Result>> shrinks = rc::gen::detail::shrinksOfRecipe(adapter_, best.second);
     size_t i = 0;
@@ -319,10 +339,10 @@ class PropertyRun {
     out_.fully_shrunk = done;
     out_.seconds_shrinking = seconds_since(t0);
     if (opt_.progress) {
-      std::cerr << "[shrink] " << out_.name << ": "
+      StderrMessage() << "[shrink] " << out_.name << ": "
                 << (done ? "fully shrunk" : "stopped, the budget is spent: NOT FULLY SHRUNK") << " after "
                 << out_.shrink_steps << " steps, " << out_.shrink_tries << " tried, "
-                << fmt_seconds(out_.seconds_shrinking) << "; case " << out_.shrunk.shape << std::endl;
+                << fmt_seconds(out_.seconds_shrinking) << "; case " << out_.shrunk.shape << "\n";
     }
   }
 
@@ -372,6 +392,29 @@ class PropertyRun {
 
 std::string replay_property(const std::string& token) { return parse_token(token).property; }
 
+void write_stderr(const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stderr is gone: progress is not worth failing the run for
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+std::vector<std::string> property_names(const PropertyRunOptions& opt) {
+  std::vector<std::string> names;
+  const std::regex keep(opt.filter.empty() ? ".*" : opt.filter), drop(opt.exclude.empty() ? "$^" : opt.exclude);
+  for (const PropertyInfo& p : all_properties()) {
+    if (!opt.only.empty() ? p.name == opt.only : std::regex_search(p.name, keep) && !std::regex_search(p.name, drop)) {
+      names.push_back(p.name);
+    }
+  }
+  return names;
+}
+
 std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const PropertyRunOptions& opt) {
   std::vector<PropertyOutcome> out;
   std::optional<Replay> replay;
@@ -380,6 +423,8 @@ std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const 
   for (const PropertyInfo& p : all_properties()) {
     if (replay) {
       if (replay->property != p.name) continue;
+    } else if (!opt.only.empty()) {
+      if (opt.only != p.name) continue;
     } else if (!std::regex_search(p.name, keep) || std::regex_search(p.name, drop)) {
       continue;
     }
@@ -403,6 +448,24 @@ std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const 
     throw std::invalid_argument("--replay: no property named " + replay->property);
   }
   return out;
+}
+
+// ---------------------------------------------------------------- outcomes as JSON
+
+// Every field, by name (a field added to either struct belongs here too).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FailingCase, id, shape, tokens, steps, step, reason, replay)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PropertyOutcome, name, passed, skipped, cases_run, report, failing_case, first, shrunk,
+                                   shrink_attempted, fully_shrunk, shrink_steps, shrink_tries, seconds, seconds_to_first,
+                                   seconds_shrinking, replayed, error)
+
+std::string outcome_to_json(const PropertyOutcome& outcome) { return nlohmann::json(outcome).dump(); }
+
+PropertyOutcome outcome_from_json(const std::string& text) {
+  try {
+    return nlohmann::json::parse(text).get<PropertyOutcome>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("a property outcome that is not what outcome_to_json writes: ") + e.what());
+  }
 }
 
 }  // namespace ringkv::cli

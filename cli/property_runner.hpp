@@ -30,6 +30,9 @@ struct PropertyRunOptions {
   bool progress = false;  ///< stderr: the first failing case, shrink progress
   /// Non-empty: run only the case this token names (a report's replay token), nothing else.
   std::string replay;
+  /// Non-empty: run only the property of this exact name (filter and exclude are not used): one
+  /// shard of `ringkv check --jobs N`.
+  std::string only;
   /// What the reproduce lines start with, e.g. "ringkv check --engine 'x.so'" (then " --no-golden
   /// --replay TOKEN"); a command holding "{token}" is the whole line, with the quoted token there.
   std::string command;
@@ -71,5 +74,17 @@ std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const 
 
 /// The property a replay token names; throws std::invalid_argument if it is malformed.
 std::string replay_property(const std::string& token);
+
+/// The names of the properties run_properties runs (filter, exclude, only; not replay), in its order.
+std::vector<std::string> property_names(const PropertyRunOptions& options);
+
+/// A PropertyOutcome as one line of JSON, and back (every field, exactly): how a property run in
+/// another process (`ringkv check --jobs N`) reports. outcome_from_json throws std::invalid_argument.
+std::string outcome_to_json(const PropertyOutcome& outcome);
+PropertyOutcome outcome_from_json(const std::string& json);
+
+/// Writes text to stderr with one write(2), so that the progress lines of properties and golden
+/// cases running at once (`ringkv check --jobs N`) never interleave within a line.
+void write_stderr(const std::string& text);
 
 }  // namespace ringkv::cli

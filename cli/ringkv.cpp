@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
                     "shared library (C ABI, docs/engine-abi.md). Repeatable. Default: every built-in engine; the "
                     "CUDA ones are listed as skipped where no device is present");
   check->add_option("--golden", chk.golden_dir, "Folder holding manifest.json and cases/ (default: the committed set)");
-  check->add_flag("--properties", chk.properties, "Also run the 12 RapidCheck properties against the engine");
+  check->add_flag("--properties", chk.properties, "Also run the 13 RapidCheck properties against the engine");
   check->add_flag("--no-golden", chk.no_golden, "With --properties: run the properties only, no golden cases");
   check->add_option("--cases", chk.cases, "Cases per property with --properties (default 100)")->check(CLI::Range(1, 1000000));
   check->add_option("--seed", chk.seed, "RapidCheck seed for --properties (default 1; a failure prints it)");
@@ -114,6 +114,17 @@ int main(int argc, char** argv) {
   check->add_option("--junit", chk.junit_file, "Write a JUnit XML report");
   check->add_option("--json", chk.json_file, "Write a JSON report");
   check->add_flag("--quiet", chk.quiet, "No progress on stderr");
+  chk.jobs = default_jobs();
+  check->add_option("--jobs,-j", chk.jobs,
+                    "Parallel workers for golden cases and property shards (default: the number of cores, " +
+                        std::to_string(chk.jobs) +
+                        " here; 1 to 1024). The report is the same for any number. Each property runs in a process "
+                        "of its own, each worker opens its own instance of a plugin; the CUDA engines share the "
+                        "device and run one case or property at a time; --replay runs one job. A shrink's "
+                        "--shrink-time is per property: more jobs than cores leave each less CPU within it");
+  check->add_option("--property-shard", chk.property_shard,
+                    "Internal (--jobs): run this one property on the one --engine, print its outcome as JSON")
+      ->group("");
 
   // ---- golden ----
   CLI::App* golden_cmd = app.add_subcommand("golden", "Generate, verify or describe the golden cases");

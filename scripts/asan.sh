@@ -36,10 +36,11 @@ ctest --preset asan -R '^cli\.' -E 'cli\.plugin_mutant_|shrink_bench|numpy_examp
 echo "asan: tests done at $(( $(date +%s) - start )) s"
 # The cuda-plan engines' properties at 100 cases under ASan would add about 5 min of CI (single-threaded);
 # their 20-case runs above (cli.properties_pass) and their golden cases here run under ASan.
-# Both at once (each is single-threaded); either failing fails the job.
-./build-asan/cli/ringkv check --properties --quiet --engine reference > build-asan/check-reference.log 2>&1 &
+# Both at once, one job each (--jobs 1: two processes on CI's 2 cores, rather than twice the cores);
+# either failing fails the job.
+./build-asan/cli/ringkv check --jobs 1 --properties --quiet --engine reference > build-asan/check-reference.log 2>&1 &
 reference=$!
-./build-asan/cli/ringkv check --quiet --engine cuda-plan --engine cuda-plan-cublas > build-asan/check-plan.log 2>&1 &
+./build-asan/cli/ringkv check --jobs 1 --quiet --engine cuda-plan --engine cuda-plan-cublas > build-asan/check-plan.log 2>&1 &
 plan=$!
 status=0
 wait "$reference" || status=$?
