@@ -11,6 +11,9 @@
 //   RINGKV_FAULT_huge_alloc  allocates 64 GiB (run it only under a memory limit: --memory-limit)
 //   RINGKV_FAULT_exit   calls _Exit(3) (a plugin that quits its process)
 //   RINGKV_FAULT_nan    computes the step, then writes NaN into its first output
+//   RINGKV_FAULT_leak   allocates and touches 4 MiB in EVERY step of every engine (armed or not) and
+//                       never frees it: the host's resident-memory check must warn, or fail the case
+//                       above --leak-limit
 // The tests check that the failing case reports exactly that, and that the
 // next case runs in a fresh worker.
 #include <sys/mman.h>
@@ -50,6 +53,12 @@ class FaultEngine final : public ringkv::Engine {
     while (fault) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 #elif defined(RINGKV_FAULT_exit)
     if (fault) std::_Exit(3);
+#elif defined(RINGKV_FAULT_leak)
+    {  // every step: 4 MiB allocated, every page touched, and the pointer dropped
+      constexpr size_t kLeak = size_t{4} << 20;
+      auto* leaked = static_cast<volatile char*>(std::malloc(kLeak));
+      for (size_t i = 0; leaked != nullptr && i < kLeak; i += 4096) leaked[i] = 1;
+    }
 #elif defined(RINGKV_FAULT_huge_alloc)
     if (fault) {  // a runaway allocation: under RLIMIT_AS it throws std::bad_alloc at once
       std::vector<char> huge(size_t{64} << 30);

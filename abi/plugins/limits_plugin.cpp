@@ -11,6 +11,13 @@
 //    where ABI 1.3 appended its fields: the host must not read them (such a plugin has no rollback).
 //    It aborts if it is ever sent a rollback or a rollback_reserve, which ABI 1.2 cannot express.
 //  - limit_max_rollback_reserve_4: declares rollback with max_rollback_reserve = 4.
+//  - caps_lie_more: declares everything the reference supports (batch, INT8, sinks), but its create()
+//    refuses a batch > 1 and INT8 K, and it ignores sinks (runs every layer with S = 0): capabilities
+//    that claim more than the engine does (docs/reliability.md, "Faulty plugins").
+//  - caps_lie_less: the reference declaring no sinks and max_batch = 1 (it runs both correctly):
+//    capabilities that claim less; the cases beyond are not judged.
+//  - caps_below_core: the reference declaring less than the spec 1 core: no RoPE style but none, and no
+//    start position other than 0.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +55,24 @@ ringkv::abi::ExportSpec make_spec() {
 #elif defined(RINGKV_LIMIT_max_rollback_reserve_4)
   s.factory.name = "limit:max_rollback_reserve_4";
   caps.max_rollback_reserve = 4;
+#elif defined(RINGKV_LIMIT_caps_lie_more)
+  s.factory.name = "caps_lie_more";
+  (void)caps;
+  s.factory.create = [](const ringkv::Config& c) -> std::unique_ptr<ringkv::Engine> {
+    if (c.batch > 1) throw ringkv::ConfigError("config.batch = " + std::to_string(c.batch) + ": this engine runs one sequence");
+    if (c.k_format.dtype == ringkv::DType::int8) throw ringkv::ConfigError("config.k_format.dtype = int8: not implemented");
+    ringkv::Config no_sinks = c;
+    for (ringkv::LayerConfig& l : no_sinks.layers) l.sinks = 0;
+    return std::make_unique<ringkv::ReferenceEngine>(no_sinks);
+  };
+#elif defined(RINGKV_LIMIT_caps_lie_less)
+  s.factory.name = "caps_lie_less";
+  caps.sinks = false;
+  caps.max_batch = 1;
+#elif defined(RINGKV_LIMIT_caps_below_core)
+  s.factory.name = "caps_below_core";
+  caps.rope_styles = {ringkv::RopeStyle::none};
+  caps.settable_p0 = false;
 #elif defined(RINGKV_LIMIT_abi_1_1)
   s.factory.name = "limit:abi_1_1";
   (void)caps;

@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "protocol.hpp"
 #include "ringkv/error.hpp"
@@ -288,6 +290,9 @@ struct Reply {
 
 class PluginHost {
  public:
+  /// What a worker does before it answers its first request (the hello).
+  static constexpr const char* kLoading = "dlopen, ringkv_engine_api_get or get_capabilities";
+
   PluginHost(std::string path, PluginOptions opts) : path_(std::move(path)), name_(base_name(path_)), opts_(std::move(opts)) {
     opts_.guard_floats = std::max(4, (opts_.guard_floats + 3) / 4 * 4);
     std::lock_guard<std::mutex> lock(mu_);
@@ -342,6 +347,38 @@ class PluginHost {
   bool alive(uint64_t generation) const {
     std::lock_guard<std::mutex> lock(mu_);
     return worker_ && generation == generation_;
+  }
+
+  const PluginOptions& options() const { return opts_; }
+
+  /// The worker's resident memory in bytes (/proc/<pid>/statm: resident pages x the page size), or -1
+  /// if that worker is gone or the file cannot be read. Between requests the worker is idle.
+  int64_t resident_bytes(uint64_t generation) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!worker_ || generation != generation_) return -1;
+    const std::string path = "/proc/" + std::to_string(worker_->pid()) + "/statm";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[128] = {};
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    long long size = 0, resident = -1;
+    if (n <= 0 || std::sscanf(buf, "%lld %lld", &size, &resident) != 2 || resident < 0) return -1;
+    return static_cast<int64_t>(resident) * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+  }
+  /// The sum of cache_bytes() over the engines created in the current worker so far (an engine's
+  /// leak allowance counts the caches of the engines made during its life).
+  uint64_t add_declared(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return declared_ += bytes;
+  }
+  uint64_t declared() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return declared_;
+  }
+  void kill_worker(uint64_t generation, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (worker_ && generation == generation_) kill_worker_locked(why);
   }
 
   /// One request. Throws for every failure except the plugin statuses in `pass` (returned to the caller).
@@ -451,14 +488,21 @@ class PluginHost {
     unread_replies_ = 0;
     ++started_;
     ++generation_;
+    declared_ = 0;
     death_.clear();
     std::vector<uint8_t> none;
-    const Reply r = call_locked(generation_, Op::hello, none, "startup", opts_.startup_timeout_ms, {});
+    const Reply r = call_locked(generation_, Op::hello, none, kLoading, opts_.startup_timeout_ms, {});
     Reader in(r.payload.data(), r.payload.size());
     abi_version_ = in.get<uint32_t>();
     in.get<uint32_t>();  // the table's struct_size (checked by the worker)
     flags_ = in.get<uint32_t>();
     caps_ = in.get<ringkv_capabilities>();
+    // A capability whose function is missing: refused at load, naming both (never a call through NULL).
+    if (caps_.snapshot != 0 && !has(kHasSnapshot)) {
+      kill_worker_locked("refused at load");
+      throw Error("plugin " + path_ + ": its capabilities declare snapshot = " + std::to_string(caps_.snapshot) +
+                  ", but the snapshot function in its table is NULL (implement it, or declare snapshot = 0)");
+    }
     mapped_ = map_capabilities(caps_, has(kHasSnapshot), abi_version_);
   }
 
@@ -521,6 +565,11 @@ class PluginHost {
       reply.payload.resize(rh.length);
       io = recv_all(fd, reply.payload.data(), reply.payload.size(), deadline);
     }
+    if (io == Io::timeout && op == Op::hello) {
+      kill_worker_locked("timed out after " + std::to_string(timeout_ms) + " ms while loading");
+      throw Error("plugin " + name_ + " timed out after " + std::to_string(timeout_ms) + " ms while loading (" + kLoading +
+                  " never returned; the worker was killed): it cannot be used");
+    }
     if (io == Io::timeout) {
       kill_worker_locked("timed out after " + std::to_string(timeout_ms) + " ms in " + during);
       throw Error("plugin " + name_ + " timed out after " + std::to_string(timeout_ms) + " ms in " + during +
@@ -531,7 +580,8 @@ class PluginHost {
       worker_.reset();
       unread_replies_ = 0;
       death_ = how + " during " + during;
-      throw Error("plugin " + name_ + " " + how + " during " + during + " (the next engine gets a fresh worker)" +
+      throw Error("plugin " + name_ + " " + how + " during " + during +
+                  (op == Op::hello ? std::string(": it cannot be used") : " (the next engine gets a fresh worker)") +
                   memory_note(how));
     }
     reply.status = rh.code;
@@ -568,6 +618,7 @@ class PluginHost {
   uint64_t generation_ = 0;
   int started_ = 0;
   int unread_replies_ = 0;  // replies of destroys sent without waiting
+  uint64_t declared_ = 0;   // cache_bytes() of the engines created in this worker
   Spinner spinner_;         // polls for a reply for a moment before sleeping (protocol.hpp)
   std::string death_;
 };
@@ -610,7 +661,15 @@ class PluginEngine final : public Engine {
     w.put(static_cast<uint32_t>(config_.batch));
     w.put_string(host_->config_json(config_));
     // One round trip: the reply carries the engine's get_info too (protocol.hpp).
-    const Reply r = host_->call(generation_, Op::create, w.bytes(), "create");
+    Reply r;
+    try {
+      r = host_->call(generation_, Op::create, w.bytes(), "create");
+    } catch (const ConfigError& e) {
+      // The host sends only configs inside the declaration (checked above): a refusal means the
+      // capabilities claim more than the engine does.
+      throw ConfigError("plugin " + host_->name() + " rejected a config inside its declared capabilities: " + e.what() +
+                        " (the capabilities claim more than the engine does: fix the declaration or the engine)");
+    }
     Reader in(r.payload.data(), r.payload.size());
     handle_ = in.get<uint64_t>();
     try {
@@ -630,6 +689,7 @@ class PluginEngine final : public Engine {
       destroy_remote();  // no engine object will own the handle
       throw;
     }
+    start_leak_watch();
   }
 
   ~PluginEngine() override { destroy_remote(); }
@@ -714,6 +774,7 @@ class PluginEngine final : public Engine {
     ++steps_;
     Reader in(r.payload.data(), r.payload.size());
     for (const SequenceStep& s : batch.appends) in.get_array(s.out, static_cast<size_t>(L * s.n_tokens * Hq * D));
+    check_leak_limit(during);
     for (const SequenceStep& s : batch.appends) {
       if (s.sequence >= 0 && s.sequence < B) seen[static_cast<size_t>(s.sequence)] += s.n_tokens;
     }
@@ -854,7 +915,113 @@ class PluginEngine final : public Engine {
   }
 
  private:
+  // ---- leaks: the worker's resident memory over the engine's life (PluginOptions::leak_*) ----
+  static constexpr int64_t kMiB = int64_t{1} << 20;
+
+  static std::string bytes_text(int64_t b) {
+    char buf[64];
+    const double a = static_cast<double>(b < 0 ? -b : b);
+    if (a >= static_cast<double>(kMiB)) {
+      std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(kMiB));
+    } else if (a >= 1024) {
+      std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024.0);
+    } else {
+      std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(b));
+    }
+    return buf;
+  }
+
+  static bool leak_watch_possible() {
+#if defined(__SANITIZE_ADDRESS__)
+    return false;  // ASan's quarantine and shadow are resident too: LeakSanitizer checks leaks there
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return false;
+#else
+    return true;
+#endif
+#else
+    return true;
+#endif
+  }
+
+  // After create: the resident memory the engine starts from, and its declared cache.
+  void start_leak_watch() {
+    if (!leak_watch_possible()) return;
+    try {
+      Writer w;
+      w.put(handle_);
+      const Reply r = host_->call(generation_, Op::cache_bytes, w.bytes(), "cache_bytes after create");
+      Reader in(r.payload.data(), r.payload.size());
+      declared_self_ = declared_at_create_ = in.get<uint64_t>();
+    } catch (...) {
+      destroy_remote();
+      throw;
+    }
+    declared_before_ = host_->add_declared(declared_self_) - declared_self_;
+    rss_start_ = host_->resident_bytes(generation_);
+  }
+
+  // Growth of the worker's resident memory since create, and the caches declared meanwhile (this
+  // engine's, now, and those of the engines created during its life). growth < 0: not measured.
+  struct Growth {
+    int64_t growth = -1, declared = 0;
+    int64_t beyond() const { return growth - declared; }
+  };
+  Growth leak_growth(bool ask_cache) {
+    Growth g;
+    if (rss_start_ < 0) return g;
+    const int64_t now = host_->resident_bytes(generation_);
+    if (now < 0) return g;
+    if (ask_cache) {  // the engine's own cache may have grown since create (a lazy engine)
+      Writer w;
+      w.put(handle_);
+      const Reply r = host_->call(generation_, Op::cache_bytes, w.bytes(), "cache_bytes after step " + std::to_string(steps_));
+      Reader in(r.payload.data(), r.payload.size());
+      declared_self_ = std::max(declared_self_, in.get<uint64_t>());
+    }
+    g.growth = now - rss_start_;
+    g.declared = static_cast<int64_t>(declared_self_ + (host_->declared() - declared_before_ - declared_at_create_));
+    return g;
+  }
+
+  std::string growth_text(const Growth& g, const std::string& over) const {
+    return "worker resident memory grew " + bytes_text(g.growth) + " " + over + ", " + bytes_text(g.beyond()) +
+           " beyond the " + bytes_text(g.declared) + " its cache declares (cache_bytes)";
+  }
+
+  void check_leak_limit(const std::string& during) {
+    const int64_t limit = host_->options().leak_limit_mib;
+    if (limit <= 0) return;
+    Growth g = leak_growth(false);
+    if (g.growth < 0 || g.beyond() <= limit * kMiB) return;
+    g = leak_growth(true);
+    if (g.growth < 0 || g.beyond() <= limit * kMiB) return;
+    const std::string what = growth_text(g, "by " + during);
+    host_->kill_worker(generation_, "leaked memory: " + what);
+    throw Error("plugin " + host_->name() + ": " + what + ", above the leak limit of " + std::to_string(limit) +
+                " MiB (--leak-limit): it leaks (the worker was killed; the next engine gets a fresh one)");
+  }
+
+  // At the engine's end: growth beyond the declared caches and the slack is a warning.
+  void warn_leak() noexcept {
+    try {
+      const int64_t slack = host_->options().leak_slack_mib * kMiB;
+      Growth g = leak_growth(false);
+      if (g.growth < 0 || g.beyond() <= slack) return;
+      g = leak_growth(true);
+      if (g.growth < 0 || g.beyond() <= slack) return;
+      CaseWarnings::add("plugin " + host_->name() + ": " + growth_text(g, "over the case") + ", more than the " +
+                        std::to_string(host_->options().leak_slack_mib) + " MiB allowed for allocator noise: a leak? (" +
+                        std::to_string(steps_) + " steps; a failure above --leak-limit " +
+                        std::to_string(host_->options().leak_limit_mib) + " MiB)");
+    } catch (...) {  // a worker that dies here is reported by the next engine
+    }
+  }
+
   void destroy_remote() noexcept {
+    if (!host_->alive(generation_)) return;
+    warn_leak();
     if (!host_->alive(generation_)) return;
     try {
       Writer w;
@@ -890,6 +1057,9 @@ class PluginEngine final : public Engine {
   std::vector<int64_t> p0_, seen_;
   int64_t steps_ = 0;
   bool rotate_ = false;
+  int64_t rss_start_ = -1;                       // the worker's resident bytes after create (-1: not watched)
+  // This engine's cache_bytes (at create, and the largest since); the host's sum before it was created.
+  uint64_t declared_self_ = 0, declared_at_create_ = 0, declared_before_ = 0;
 };
 
 }  // namespace
@@ -968,6 +1138,17 @@ Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot, u
     c.max_rollback_reserve = k.max_rollback_reserve;
   }
   return c;
+}
+
+namespace {
+thread_local CaseWarnings* t_case_warnings = nullptr;
+}  // namespace
+
+CaseWarnings::CaseWarnings() : outer_(t_case_warnings) { t_case_warnings = this; }
+CaseWarnings::~CaseWarnings() { t_case_warnings = outer_; }
+std::vector<std::string> CaseWarnings::take() { return std::exchange(warnings_, {}); }
+void CaseWarnings::add(std::string warning) {
+  if (t_case_warnings != nullptr) t_case_warnings->warnings_.push_back(std::move(warning));
 }
 
 Plugin::Plugin(std::unique_ptr<PluginHost> host) : host_(std::move(host)) {}

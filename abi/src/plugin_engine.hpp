@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ringkv/engine.hpp"
 #include "ringkv/engine_abi.h"
@@ -33,6 +34,16 @@ struct PluginOptions {
   /// limit, because AddressSanitizer and the CUDA driver reserve far more address space than they use,
   /// so a limit that suits one engine breaks another; set it for CPU plugins (`--memory-limit`).
   int64_t memory_limit_mib = 0;
+  /// Leaks: the worker's resident memory (/proc/<pid>/statm) is read when an engine has been created
+  /// and before it is destroyed, and after each of its steps. Growth beyond what the engines created
+  /// meanwhile declare (cache_bytes()) by more than leak_slack_mib is a warning (CaseWarnings, at the
+  /// engine's end); by more than leak_limit_mib, the step fails and the worker is killed
+  /// (`--leak-limit`; 0: no limit). Off in an AddressSanitizer build, whose quarantine and shadow
+  /// memory are resident too (LeakSanitizer checks leaks there). docs/reliability.md, "Plugin limits".
+  int64_t leak_limit_mib = 256;
+  /// 8 MiB: the reference plugin's largest growth beyond its cache over the committed goldens and
+  /// the property cases is 1.2 MiB (test LeakPlugin.TheReferencePluginNeverWarnsOnTheGoldensOrThePropertyCases).
+  int64_t leak_slack_mib = 8;
   /// The worker executable. Empty: $RINGKV_PLUGIN_WORKER, else ringkv_plugin_worker next to the running
   /// executable, else the one in this build tree, else ringkv_plugin_worker on PATH.
   std::string worker_path;
@@ -71,6 +82,25 @@ class Plugin {
  private:
   explicit Plugin(std::unique_ptr<PluginHost> host);
   std::shared_ptr<PluginHost> host_;
+};
+
+/// Collects the warnings of the plugin engines destroyed on this thread while it lives (the innermost
+/// one, if nested): "plugin libx.so: worker resident memory grew 96.0 MiB over the case, ...". A run
+/// wraps each case in one and reports what take() returns with the case's verdict.
+class CaseWarnings {
+ public:
+  CaseWarnings();
+  ~CaseWarnings();
+  CaseWarnings(const CaseWarnings&) = delete;
+  CaseWarnings& operator=(const CaseWarnings&) = delete;
+  /// The warnings so far (and clears them).
+  std::vector<std::string> take();
+  /// Adds a warning to this thread's innermost CaseWarnings; dropped if there is none.
+  static void add(std::string warning);
+
+ private:
+  CaseWarnings* outer_;
+  std::vector<std::string> warnings_;
 };
 
 /// The factory: name "plugin:<file name>", capabilities from the plugin, engines in the worker.

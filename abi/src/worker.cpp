@@ -369,8 +369,9 @@ void use_table(ringkv_engine_api_get_fn get) {
   const std::string ours = describe_version(RINGKV_ABI_VERSION);
   if (api == nullptr) {
     g_load_error = "plugin " + g_plugin_path + ": " RINGKV_ENGINE_API_SYMBOL "(" +
-                   std::to_string(RINGKV_ABI_VERSION_MAJOR) + ") returned NULL: it does not implement ringkv engine ABI " +
-                   ours + " (this ringkv speaks ABI " + ours + ")";
+                   std::to_string(RINGKV_ABI_VERSION_MAJOR) + ") returned NULL: the plugin has no table for ringkv engine ABI " +
+                   std::to_string(RINGKV_ABI_VERSION_MAJOR) + ".x (this ringkv speaks ABI " + ours +
+                   "; rebuild the plugin against this ringkv's engine_abi.h)";
     return;
   }
   if (RINGKV_ABI_VERSION_GET_MAJOR(api->abi_version) != RINGKV_ABI_VERSION_MAJOR) {

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -732,6 +733,237 @@ TEST_P(CorePlugin, PassesEveryCommittedCaseWithinItsCapabilitiesAndSkipsTheOther
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, CorePlugin, ::testing::Values("f32", "bf16"));
+
+// ---------------------------------------------------------------- faulty tables, at load (issue 11)
+
+// A table that hangs, is NULL, lacks a function or declares one it lacks: Plugin::open throws with
+// exactly this, in bounded time, and the reference plugin in the same process still passes a case.
+struct TableFault {
+  const char* plugin;
+  std::string expected;  // the whole message, after "plugin <path>" or "plugin <file name>"
+};
+
+void PrintTo(const TableFault& f, std::ostream* os) { *os << f.plugin; }
+
+class FaultyTable : public ::testing::TestWithParam<TableFault> {};
+
+TEST_P(FaultyTable, IsRefusedAtLoadWithAClearMessageAndTheRunGoesOn) {
+  const TableFault& fault = GetParam();
+  PluginOptions o = options();
+  o.startup_timeout_ms = 1500;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    Plugin::open(plugin_path(fault.plugin), o);
+    ADD_FAILURE() << fault.plugin << " was loaded";
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[%s] %s (%.2f s)\n", fault.plugin, message.c_str(), seconds);
+  const std::string name = "libringkv_plugin_" + std::string(fault.plugin) + ".so";
+  const std::string by_path = "plugin " + plugin_path(fault.plugin) + fault.expected;
+  const std::string by_name = "plugin " + name + fault.expected;
+  EXPECT_TRUE(message == by_path || message == by_name) << "got:      " << message << "\nexpected: " << by_name;
+  EXPECT_LT(seconds, 1.5 + 5.0);
+  const conformance::RunResult next = conformance::run_case(plugin_engine_factory(reference_plugin()), small_case(612));
+  EXPECT_TRUE(next.ok()) << next.failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, FaultyTable,
+    ::testing::Values(
+        TableFault{"hang_at_load", " timed out after 1500 ms while loading (dlopen, ringkv_engine_api_get or get_capabilities "
+                                   "never returned; the worker was killed): it cannot be used"},
+        TableFault{"hang_in_capabilities", " timed out after 1500 ms while loading (dlopen, ringkv_engine_api_get or "
+                                           "get_capabilities never returned; the worker was killed): it cannot be used"},
+        TableFault{"null_table", ": ringkv_engine_api_get(1) returned NULL: the plugin has no table for ringkv engine ABI "
+                                 "1.x (this ringkv speaks ABI 1.3; rebuild the plugin against this ringkv's engine_abi.h)"},
+        TableFault{"null_step", ": required functions are NULL in its table: step"},
+        TableFault{"null_snapshot", ": its capabilities declare snapshot = 1, but the snapshot function in its table is NULL "
+                                    "(implement it, or declare snapshot = 0)"}),
+    [](const ::testing::TestParamInfo<TableFault>& p) { return std::string(p.param.plugin); });
+
+// A plugin of ABI 1.<our minor + 1>, with a larger table: accepted, read as far as this host knows,
+// and judged like the reference (and passing).
+TEST(EngineAbi, ANewerMinorVersionIsAcceptedAndJudgedLikeTheReference) {
+  const std::shared_ptr<Plugin> p = Plugin::open(plugin_path("abi_1_next"), options());
+  EXPECT_EQ(p->abi_version(), RINGKV_ABI_MAKE_VERSION(RINGKV_ABI_VERSION_MAJOR, RINGKV_ABI_VERSION_MINOR + 1));
+  EXPECT_EQ(conformance::capabilities_to_json(p->capabilities()), conformance::capabilities_to_json(reference_plugin()->capabilities()));
+  const EngineFactory f = plugin_engine_factory(p);
+  const std::optional<Kill> kill = hunt(f, 2);
+  EXPECT_FALSE(kill.has_value()) << kill->property << " at case " << kill->case_index << ": " << kill->message;
+  const EngineFactory ref = plugin_engine_factory(reference_plugin());
+  const Case c = small_case(40);
+  const conformance::RunResult a = conformance::run_case(f, c), b = conformance::run_case(ref, c);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.failure << b.failure;
+  conformance::CompareOptions same_bits;
+  same_bits.bitwise = true;
+  EXPECT_EQ(conformance::compare_runs(a, b, c.config, same_bits), "");
+}
+
+// ---------------------------------------------------------------- capabilities that lie (issue 11)
+
+// Claims more than it does: every committed case inside the declaration is judged; the batch and INT8
+// K cases its create() refuses fail, saying the config lies inside the declared capabilities, the sink
+// cases (it ignores sinks) fail, and the others pass. None is skipped for being outside.
+TEST(LyingCapabilities, ClaimingMoreFailsTheCasesTheEngineRefusesOrGetsWrong) {
+  const EngineFactory f = plugin_engine_factory(plugin_path("caps_lie_more"), options());
+  int refused = 0, sinks_failed = 0, passed = 0;
+  for (const golden::GoldenCase& g : committed_cases()) {
+    if (!conformance::capability_gap(f.capabilities, g.c).empty()) continue;  // beyond the reference too (rollback)
+    const golden::GoldenOutcome r = golden::check_golden(f, g);
+    EXPECT_FALSE(r.skipped) << g.name << ": " << r.skip_reason;
+    const Config& c = g.c.config;
+    const bool has_sinks = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerConfig& l) { return l.sinks > 0; });
+    if (c.batch > 1 || c.k_format.dtype == DType::int8) {
+      ++refused;
+      EXPECT_FALSE(r.passed) << g.name;
+      EXPECT_NE(r.failure.find("engine creation threw: plugin libringkv_plugin_caps_lie_more.so rejected a config inside its "
+                               "declared capabilities: config."),
+                std::string::npos) << g.name << ": " << r.failure;
+      EXPECT_NE(r.failure.find("(the capabilities claim more than the engine does: fix the declaration or the engine)"),
+                std::string::npos) << r.failure;
+    } else if (has_sinks) {
+      sinks_failed += !r.passed;
+    } else {
+      EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+      ++passed;
+    }
+  }
+  EXPECT_GE(refused, 2);
+  EXPECT_GE(sinks_failed, 2);
+  EXPECT_GE(passed, 10);
+  std::printf("[caps_lie_more] %d refused inside the declaration, %d sink cases failed, %d passed\n", refused, sinks_failed,
+              passed);
+}
+
+// Claims less: the cases beyond the narrower declaration are not judged (skipped, naming the gap),
+// the others pass.
+TEST(LyingCapabilities, ClaimingLessGetsTheCasesBeyondAsNotJudged) {
+  const EngineFactory f = plugin_engine_factory(plugin_path("caps_lie_less"), options());
+  EXPECT_FALSE(f.capabilities.sinks);
+  EXPECT_EQ(f.capabilities.max_batch, 1);
+  int skipped = 0, passed = 0;
+  for (const golden::GoldenCase& g : committed_cases()) {
+    const std::string gap = conformance::capability_gap(f.capabilities, g.c);
+    const golden::GoldenOutcome r = golden::check_golden(f, g);
+    if (!gap.empty()) {
+      ++skipped;
+      EXPECT_TRUE(r.skipped) << g.name;
+      EXPECT_EQ(r.skip_reason, gap);
+    } else {
+      ++passed;
+      EXPECT_TRUE(r.passed) << g.name << ": " << r.failure;
+    }
+  }
+  EXPECT_GE(skipped, 4);
+  EXPECT_GE(passed, 10);
+}
+
+// ---------------------------------------------------------------- leaks (issue 11)
+
+// The warnings of one case on a factory: run_case inside a CaseWarnings.
+std::pair<conformance::RunResult, std::vector<std::string>> run_collecting(const EngineFactory& f, const Case& c) {
+  CaseWarnings warnings;
+  conformance::RunResult r = conformance::run_case(f, c);
+  return {r, warnings.take()};
+}
+
+constexpr bool kAsan =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#else
+    false;
+#endif
+
+// 4 MiB leaked per step, 6 steps: a warning at the end of the case naming the growth and the declared
+// cache; the case itself passes, and the reference plugin in the same run has no warning.
+TEST(LeakPlugin, GrowthBeyondTheDeclaredCacheIsAWarning) {
+  if (kAsan) GTEST_SKIP() << "resident memory is not measured under AddressSanitizer (its quarantine is resident too)";
+  const EngineFactory f = plugin_engine_factory(plugin_path("leak"), options());
+  const auto [bad, warnings] = run_collecting(f, small_case(612));
+  EXPECT_TRUE(bad.ok()) << bad.failure;
+  ASSERT_EQ(warnings.size(), 1u);
+  const std::string& w = warnings[0];
+  std::printf("[leak] %s\n", w.c_str());
+  for (const char* want : {"plugin libringkv_plugin_leak.so: worker resident memory grew 2", " MiB over the case, 2",
+                           " MiB beyond the ", " its cache declares (cache_bytes), more than the 8 MiB allowed for allocator "
+                           "noise: a leak? (6 steps; a failure above --leak-limit 256 MiB)"}) {
+    EXPECT_NE(w.find(want), std::string::npos) << "missing \"" << want << "\" in: " << w;
+  }
+  const auto [good, none] = run_collecting(plugin_engine_factory(reference_plugin()), small_case(612));
+  EXPECT_TRUE(good.ok()) << good.failure;
+  EXPECT_TRUE(none.empty()) << none.front();
+}
+
+// Above --leak-limit the step fails, the worker is killed, and the next case runs in a fresh one.
+TEST(LeakPlugin, GrowthAboveTheLeakLimitFailsTheStep) {
+  if (kAsan) GTEST_SKIP() << "resident memory is not measured under AddressSanitizer (its quarantine is resident too)";
+  PluginOptions o = options();
+  o.leak_limit_mib = 10;
+  const std::shared_ptr<Plugin> plugin = Plugin::open(plugin_path("leak"), o);
+  const EngineFactory f = plugin_engine_factory(plugin);
+  const conformance::RunResult bad = conformance::run_case(f, small_case(612));
+  ASSERT_FALSE(bad.ok());
+  std::printf("[leak, --leak-limit 10] %s\n", bad.failure.c_str());
+  for (const char* want : {"step 2: engine threw: plugin libringkv_plugin_leak.so: worker resident memory grew 1",
+                           " MiB by step 2, 1", " its cache declares (cache_bytes), above the leak limit of 10 MiB (--leak-limit): "
+                           "it leaks (the worker was killed; the next engine gets a fresh one)"}) {
+    EXPECT_NE(bad.failure.find(want), std::string::npos) << "missing \"" << want << "\" in: " << bad.failure;
+  }
+  EXPECT_EQ(plugin->worker_pid(), -1);
+  Case two_steps = small_case(612);
+  two_steps.steps.resize(2);  // 8 MiB and the noise: within the limit
+  const conformance::RunResult next = conformance::run_case(f, two_steps);
+  EXPECT_TRUE(next.ok()) << next.failure;
+  EXPECT_EQ(plugin->workers_started(), 2);
+}
+
+// The slack is set from this measurement: the reference plugin's growth beyond its declared cache over
+// every committed golden case and over fixed cases of every property (one worker each, in order, as
+// `ringkv check` runs them), printed; with the default slack none of them warns.
+TEST(LeakPlugin, TheReferencePluginNeverWarnsOnTheGoldensOrThePropertyCases) {
+  if (kAsan) GTEST_SKIP() << "resident memory is not measured under AddressSanitizer (its quarantine is resident too)";
+  PluginOptions measuring = options();
+  measuring.leak_slack_mib = 0;  // every growth beyond the cache is reported: the noise, measured
+  const EngineFactory all = plugin_engine_factory(plugin_path("reference"), measuring);
+  const EngineFactory f = plugin_engine_factory(plugin_path("reference"), options());
+  double worst = 0;
+  std::string worst_case;
+  const auto measure = [&](const std::string& name, const std::function<void(const EngineFactory&)>& run) {
+    {
+      CaseWarnings w;
+      run(all);
+      for (const std::string& text : w.take()) {
+        const size_t mib = text.find(" MiB beyond"), kib = text.find(" KiB beyond");
+        const size_t end = std::min(mib, kib);
+        if (end == std::string::npos) continue;  // "N bytes beyond"
+        const size_t start = text.rfind(", ", end) + 2;
+        const double v = std::stod(text.substr(start, end - start)) / (mib < kib ? 1.0 : 1024.0);
+        if (v > worst) worst = v, worst_case = name;
+      }
+    }
+    CaseWarnings w;
+    run(f);
+    const std::vector<std::string> got = w.take();
+    EXPECT_TRUE(got.empty()) << name << ": " << got.front();
+  };
+  for (const golden::GoldenCase& g : committed_cases()) {
+    measure(g.name, [&](const EngineFactory& x) { golden::check_golden(x, g); });
+  }
+  const auto& props = all_properties();
+  for (int i = 0; i < 3; ++i) {
+    for (size_t k = 0; k < props.size(); ++k) {
+      const Case c = fixed_case(f.capabilities, props[k], k, i);
+      measure(std::string(props[k].name) + " case " + std::to_string(i),
+              [&](const EngineFactory& x) { EXPECT_FALSE(run_one(props[k], x, c).failed); });
+    }
+  }
+  std::printf("[leak] the reference plugin's largest growth beyond its declared cache over %zu committed goldens and "
+              "%zu property cases: %.2f MiB (%s)\n",
+              committed_cases().size(), 3 * props.size(), worst, worst_case.c_str());
+}
 
 // ---------------------------------------------------------------- the export helper, called directly
 
