@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -159,6 +160,19 @@ void write_golden(const std::string& path, const GoldenCase& g) { write_file_byt
 
 namespace {
 
+std::string nonfinite_text(double x) { return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"; }
+
+// The index [i0, i1, ...] of element `flat` of a row-major tensor of this shape.
+std::vector<int64_t> multi_index(const std::vector<int64_t>& shape, size_t flat) {
+  std::vector<int64_t> index(shape.size());
+  auto rest = static_cast<int64_t>(flat);
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] > 0 ? rest % shape[d] : 0;
+    rest = shape[d] > 0 ? rest / shape[d] : 0;
+  }
+  return index;
+}
+
 // Range checks of the schedule that case_from_json relies on (it indexes by the reset's sequence).
 void precheck_schedule(const json& j) {
   if (!j.is_object() || !j.contains("config") || !j["config"].is_object() || !j["config"].contains("batch") ||
@@ -275,7 +289,19 @@ GoldenCase golden_from_safetensors(const StFile& f) {
   std::set<std::string> expected_names;
   const auto take = [&]<typename T>(const std::string& name, std::vector<int64_t> shape, std::vector<T>* out) {
     expected_names.insert(name);
+    if (!f.has(name)) {
+      throw bad("tensor '" + name + "' is missing: golden format " + version + " holds it as " +
+                to_string(st_dtype_of<T>()) + " " + shape_string(shape));
+    }
     *out = f.values<T>(name, shape);
+    if constexpr (std::is_floating_point_v<T>) {  // inputs, expected values, bound inputs, stored values
+      for (size_t i = 0; i < out->size(); ++i) {
+        if (!std::isfinite((*out)[i])) {
+          throw bad("tensor '" + name + "' holds " + nonfinite_text((*out)[i]) + " at " + shape_string(multi_index(shape, i)) +
+                    ": every value of a golden case is finite");
+        }
+      }
+    }
   };
   const auto same = [&]<typename T>(const std::string& name, std::vector<int64_t> shape, const std::vector<T>& want,
                                     const char* what) {

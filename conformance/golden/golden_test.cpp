@@ -1018,7 +1018,8 @@ TEST(GoldenFormat2, ACorruptRollbackScheduleIsRejectedNamingTheField) {
   (void)golden_from_safetensors(with_case(good));
   GoldenCase g = good;
   g.c.steps[1].rollbacks[0].n_tokens = 30;  // more than the sequence holds (the case reader's schedule check)
-  expect_invalid(with_case(g), "not a valid case: case.steps: case: step 1: rolls back 30 of the 10 tokens sequence 0 holds");
+  expect_invalid(with_case(g), "not a valid case: case.steps[1].rollbacks[0].n_tokens = 30: sequence 0 holds 10 tokens, so it "
+                               "must lie in [1, 10]");
   g = good;
   g.c.steps[3].rollbacks[0].stream = g.c.steps[1].rollbacks[0].stream;  // a stream used twice: stale data could pass
   expect_invalid(with_case(g), "case.steps[3].rollbacks[0].stream = 10: already used");
@@ -1069,7 +1070,7 @@ TEST(GoldenFormat2, ACorruptCaseThroughTheManifestIsUnusableInput) {
     (void)load_manifest_case(tmp.string(), e);
     ADD_FAILURE() << "a corrupt rollback schedule was accepted";
   } catch (const GoldenInputError& err) {
-    EXPECT_NE(std::string(err.what()).find("step 1: rolls back 30 of the 10 tokens"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("case.steps[1].rollbacks[0].n_tokens = 30: sequence 0 holds 10 tokens"), std::string::npos) << err.what();
   }
   fs::remove_all(tmp);
 }

@@ -217,13 +217,34 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
   }
   std::vector<ManifestEntry> out;
   try {
-    if (m.at("format").get<std::string>() != "ringkv-golden-manifest") throw Error("format is not ringkv-golden-manifest");
+    if (!m.is_object()) throw Error("must be a JSON object with format, golden_format_version, spec_version and cases");
+    if (const json& f = m.contains("format") ? m["format"] : json(); f != "ringkv-golden-manifest") {
+      throw Error("format = " + (f.is_null() ? std::string("(missing)") : f.dump()) + ": expected \"ringkv-golden-manifest\"");
+    }
     const std::string version = m.at("golden_format_version").get<std::string>();
     if (version != kGoldenFormatVersion && version != kGoldenFormatVersion2) {
       throw Error("golden_format_version " + m.at("golden_format_version").dump() +
                   ": this ringkv reads versions 1 and 2 (a newer ringkv wrote this manifest)");
     }
+    if (!m.contains("cases") || !m["cases"].is_array()) throw Error("cases: missing or not an array of case entries");
+    std::map<std::string, size_t> first_listed;  // name -> index in cases
     for (const json& c : m.at("cases")) {
+      const std::string at = "cases[" + std::to_string(out.size()) + "]";
+      if (!c.is_object()) throw Error(at + ": must be an object (each case has name, id, file, sha256, bytes, classes)");
+      for (const char* key : {"name", "id", "file", "sha256", "bytes", "classes"}) {
+        if (!c.contains(key)) throw Error(at + "." + key + ": missing (each case has name, id, file, sha256, bytes, classes)");
+      }
+      for (const char* key : {"name", "id", "file", "sha256"}) {
+        if (!c[key].is_string()) throw Error(at + "." + key + " = " + c[key].dump() + ": must be a string");
+      }
+      if (const json& cl = c["classes"];
+          !cl.is_array() || !std::all_of(cl.begin(), cl.end(), [](const json& x) { return x.is_string(); })) {
+        throw Error(at + ".classes = " + cl.dump() + ": must be an array of class names");
+      }
+      if (const auto [it, fresh] = first_listed.emplace(c["name"].get<std::string>(), out.size()); !fresh) {
+        throw Error(at + ".name = " + c["name"].dump() + ": listed twice (also cases[" + std::to_string(it->second) +
+                    "]); each case is listed once");
+      }
       ManifestEntry e;
       // A float would reach get<int64_t> as an out-of-range conversion (undefined behaviour).
       if (const json& b = c.at("bytes"); !b.is_number_unsigned() || b.get<uint64_t>() > uint64_t{INT64_MAX}) {
@@ -261,7 +282,8 @@ GoldenCase load_manifest_case(const std::string& dir, const ManifestEntry& e) {
   try {
     bytes = read_file_bytes(path);
   } catch (const Error& err) {
-    throw GoldenInputError(std::string("unusable golden case: ") + err.what());
+    throw GoldenInputError(std::string("unusable golden case: ") + err.what() + " (manifest.json: the file of case " +
+                           e.name + ")");
   }
   if (static_cast<int64_t>(bytes.size()) != e.bytes) {
     throw GoldenInputError("unusable golden case: " + path + " has " + std::to_string(bytes.size()) +

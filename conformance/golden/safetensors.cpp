@@ -155,7 +155,9 @@ StFile parse_safetensors(const uint8_t* data, size_t size, const std::string& so
                      " bytes after it (truncated file or corrupt header length)");
   }
   if (n > kMaxHeaderBytes) fail(source, "header length " + std::to_string(n) + " exceeds the 100 MiB limit");
-  if (n < 2 || data[8] != '{') fail(source, "header does not start with '{' (not a safetensors file?)");
+  if (n < 2 || data[8] != '{') {
+    fail(source, "header does not start with '{': a safetensors header is a JSON object (not a safetensors file?)");
+  }
   const char* hbegin = reinterpret_cast<const char*>(data + 8);
   const auto hend = hbegin + n;
   // Outside strings JSON allows only whitespace, and inside them no raw control bytes; the
@@ -248,7 +250,7 @@ StFile parse_safetensors(const uint8_t* data, size_t size, const std::string& so
     if (!off.is_array() || off.size() != 2 || !as_count(off[0], &b) || !as_count(off[1], &e)) {
       fail(source, what + ": data_offsets " + off.dump() + " must be [begin, end], non-negative integers");
     }
-    if (e < b) fail(source, what + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "] end before begin");
+    if (e < b) fail(source, what + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "]: end before begin (expected [begin, end] with begin <= end)");
     if (e > buffer) {
       fail(source, what + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "] out of range: the buffer has " +
                        std::to_string(buffer) + " bytes (truncated file?)");
@@ -272,7 +274,8 @@ StFile parse_safetensors(const uint8_t* data, size_t size, const std::string& so
   for (const Range& r : ranges) {
     if (r.begin < at) {
       fail(source, quoted(r.name) + " [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") overlaps " +
-                       quoted(prev->name) + " [" + std::to_string(prev->begin) + ", " + std::to_string(prev->end) + ")");
+                       quoted(prev->name) + " [" + std::to_string(prev->begin) + ", " + std::to_string(prev->end) +
+                       ") (each byte of the buffer belongs to one tensor)");
     }
     if (r.begin > at) {
       fail(source, "bytes [" + std::to_string(at) + ", " + std::to_string(r.begin) +

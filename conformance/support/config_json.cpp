@@ -11,7 +11,10 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& path, const std::string& why) { throw ConfigError(path + ": " + why); }
+// "PATH: WHY", or "PATH = VALUE: ..." where WHY starts with "= VALUE".
+[[noreturn]] void bad(const std::string& path, const std::string& why) {
+  throw ConfigError(path + (why.rfind("= ", 0) == 0 ? " " : ": ") + why);
+}
 
 const json& field(const json& j, const std::string& path, const char* name) {
   if (!j.is_object()) bad(path, "must be a JSON object");
@@ -206,7 +209,12 @@ json case_to_json(const Case& c) {
 Case case_from_json(const json& j) {
   const std::string p = "case";
   Case c;
-  c.config = config_from_json(field(j, p, "config"));
+  try {  // the config's field paths start at "config": within a case they start at "case.config"
+    c.config = config_from_json(field(j, p, "config"));
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    throw ConfigError(what.rfind("config", 0) == 0 ? p + "." + what : what);
+  }
   const json& steps = array_field(j, p, "steps");
   for (size_t i = 0; i < steps.size(); ++i) {
     const std::string sp = p + ".steps[" + std::to_string(i) + "]";
@@ -216,6 +224,7 @@ Case case_from_json(const json& j) {
       const std::string rp = sp + ".resets[" + std::to_string(r) + "]";
       st.resets.push_back({static_cast<int>(get_int(resets[r], rp, "sequence")), get_int(resets[r], rp, "start_position"),
                            static_cast<int>(get_int(resets[r], rp, "stream"))});
+      validate_start_position(c.config, st.resets.back().start_position, rp + ".start_position");
     }
     if (steps[i].contains("rollbacks")) {
       const json& rollbacks = array_field(steps[i], sp, "rollbacks");
@@ -256,10 +265,28 @@ Case case_from_json(const json& j) {
   typed("needle_sinks", "an array of integers", &c.needle_sinks);
   c.kv_head_repeat = static_cast<int>(get_int(j, p, "kv_head_repeat"));
   c.zero_rows_every = get_int(j, p, "zero_rows_every");
-  try {
-    check_schedule(c);
-  } catch (const std::logic_error& e) {
-    bad(p + ".steps", e.what());
+  // The schedule against the config (support/case.hpp check_schedule), naming the field: a rollback
+  // may take back at most what its sequence holds at that step.
+  ScheduleTracker tracker(c);
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    const std::string sp = p + ".steps[" + std::to_string(i) + "]";
+    for (size_t r = 0; r < c.steps[i].rollbacks.size(); ++r) {
+      const RollbackPlan& rb = c.steps[i].rollbacks[r];
+      const std::string rp = sp + ".rollbacks[" + std::to_string(r) + "]";
+      if (rb.sequence < 0 || rb.sequence >= c.config.batch) {
+        bad(rp + ".sequence", "= " + std::to_string(rb.sequence) + ": outside [0, batch = " + std::to_string(c.config.batch) + ")");
+      }
+      const int64_t held = tracker.held(rb.sequence);
+      if (rb.n_tokens < 1 || rb.n_tokens > held) {
+        bad(rp + ".n_tokens", "= " + std::to_string(rb.n_tokens) + ": sequence " + std::to_string(rb.sequence) + " holds " +
+                                  std::to_string(held) + " tokens, so it must lie in [1, " + std::to_string(held) + "]");
+      }
+    }
+    try {
+      if (tracker.honoured(c.steps[i])) tracker.apply(c.steps[i]);
+    } catch (const std::logic_error& e) {
+      bad(sp, e.what());
+    }
   }
   return c;
 }

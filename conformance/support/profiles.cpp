@@ -22,44 +22,46 @@ constexpr const char* kFormat = "ringkv-precision-profile";
 
 [[noreturn]] void bad(const std::string& path, const std::string& why) { throw ConfigError(path + ": " + why); }
 
-std::string string_field(const json& j, const std::string& path, const char* name) {
-  const json& v = j.at(name);
-  if (!v.is_string()) bad(path + "." + name, "= " + v.dump() + ": must be a string");
+// A field's value as a string (`path` names the field).
+std::string string_value(const json& v, const std::string& path) {
+  if (!v.is_string()) bad(path + " = " + v.dump(), "must be a string");
   return v.get<std::string>();
 }
 
 }  // namespace
 
 ProfileSet profile_set_from_json(const json& j, const std::string& origin) {
-  if (!j.is_object()) bad(origin, "must be a JSON object");
+  // The path of a field: "origin.key", or "key" for the fields of a file read on its own (origin "").
+  const auto at = [&](const std::string& key) { return origin.empty() ? key : origin + "." + key; };
+  if (!j.is_object()) bad(origin.empty() ? "profile" : origin, "must be a JSON object");
   ProfileSet set;
   set.name = origin;
   if (!j.contains("profile")) {  // a plain profile
-    set.base = profile_from_json(j, origin);
+    set.base = profile_from_json(j, origin.empty() ? "profile" : origin);
     return set;
   }
   for (const auto& [key, value] : j.items()) {
     if (key != "format" && key != "name" && key != "description" && key != "profile" && key != "classes") {
-      bad(origin + "." + key, "unknown field; a profile file has format, name, description, profile, classes");
+      bad(at(key), "unknown field; a profile file has format, name, description, profile, classes");
     }
   }
-  if (j.contains("format") && string_field(j, origin, "format") != kFormat) {
-    bad(origin + ".format", "= " + j["format"].dump() + ": must be \"" + kFormat + "\"");
+  if (j.contains("format") && string_value(j["format"], at("format")) != kFormat) {
+    bad(at("format") + " = " + j["format"].dump(), "must be \"" + std::string(kFormat) + "\"");
   }
-  if (j.contains("name")) set.name = string_field(j, origin, "name");
-  if (j.contains("description")) string_field(j, origin, "description");
-  set.base = profile_from_json(j["profile"], origin + ".profile");
+  if (j.contains("name")) set.name = string_value(j["name"], at("name"));
+  if (j.contains("description")) string_value(j["description"], at("description"));
+  set.base = profile_from_json(j["profile"], at("profile"));
   if (j.contains("classes")) {
     const json& classes = j["classes"];
-    if (!classes.is_array()) bad(origin + ".classes", "must be an array of {\"class\": ..., \"profile\": {...}}");
+    if (!classes.is_array()) bad(at("classes"), "must be an array of {\"class\": ..., \"profile\": {...}}");
     for (size_t i = 0; i < classes.size(); ++i) {
-      const std::string path = origin + ".classes[" + std::to_string(i) + "]";
+      const std::string path = at("classes[" + std::to_string(i) + "]");
       const json& c = classes[i];
       if (!c.is_object() || !c.contains("class") || !c.contains("profile") || c.size() != 2) {
         bad(path, "must be {\"class\": NAME, \"profile\": {fields to override}}");
       }
       ClassProfile cp;
-      cp.case_class = string_field(c, path, "class");
+      cp.case_class = string_value(c["class"], path + ".class");
       if (cp.case_class.empty()) bad(path + ".class", "must not be empty");
       PrecisionProfile check = set.base;
       apply_profile_json(c["profile"], path + ".profile", check);  // validates the fields now
@@ -108,9 +110,15 @@ ProfileSet load_profile_set(const std::string& name_or_path, const std::string& 
   try {
     in >> j;
   } catch (const json::exception& e) {
-    throw ConfigError("profile " + file.string() + ": not JSON: " + e.what());
+    throw ConfigError(file.string() + ": not JSON: " + e.what());
   }
-  ProfileSet set = profile_set_from_json(j, is_path ? "profile" : name_or_path);
+  ProfileSet set;
+  try {  // a file's fields are named from its root (profile.q_dot), after the file
+    set = profile_set_from_json(j, is_path ? "" : name_or_path);
+  } catch (const ConfigError& e) {
+    if (!is_path) throw;
+    throw ConfigError(file.string() + ": " + e.what());
+  }
   if (!j.contains("name")) set.name = is_path ? file.string() : name_or_path;
   return set;
 }
