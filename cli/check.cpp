@@ -111,6 +111,7 @@ struct CaseResult {
   std::string reproduce;
   std::string profile, profile_source;       // the profile the outputs were judged under (JSON), and whence
   std::optional<golden::RopeVerdict> rope;   // RoPE checked apart from attention, where there is a verdict
+  std::vector<std::string> warnings;         // not a failure: a plugin's worker grew beyond its cache (a leak?)
 };
 
 const char* status_name(CaseResult::Status s) {
@@ -215,6 +216,8 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
     abi::PluginOptions po;
     po.timeout_ms = opt.timeout_ms;
     po.memory_limit_mib = opt.memory_limit_mib;
+    po.startup_timeout_ms = opt.timeout_ms;  // loading too: a plugin that hangs in it is killed after --timeout-ms
+    po.leak_limit_mib = opt.leak_limit_mib;
     const std::shared_ptr<abi::Plugin> plugin = abi::Plugin::open(spec, po);
     return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0, {}, true};
 #else
@@ -305,7 +308,8 @@ std::vector<PropertyOutcome> run_property_process(const CheckOptions& opt, const
                                    "--cases=" + std::to_string(opt.cases), "--seed=" + std::to_string(opt.seed),
                                    "--shrink-time=" + seconds_arg(opt.shrink_time),
                                    "--timeout-ms=" + std::to_string(opt.timeout_ms),
-                                   "--memory-limit=" + std::to_string(opt.memory_limit_mib)};
+                                   "--memory-limit=" + std::to_string(opt.memory_limit_mib),
+                                   "--leak-limit=" + std::to_string(opt.leak_limit_mib)};
   if (opt.quiet) args.push_back("--quiet");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -484,6 +488,7 @@ int run_check(const CheckOptions& opt) {
   if (!opt.require_classes.empty()) required = make_regex(opt.require_classes, "--require-classes");
   const bool require_default = !required && !filtered;
   std::vector<EngineUnderTest> engines;
+  std::set<std::string> unloadable;  // plugins that could not be loaded (their `unavailable` says why)
   if (!opt.outputs_dir.empty()) {
     if (!opt.engines.empty() || properties) throw InputError("--outputs cannot be combined with --engine or --properties");
     EngineUnderTest e{"outputs:" + opt.outputs_dir, {}, true, {}, false, {}, false};
@@ -513,7 +518,18 @@ int run_check(const CheckOptions& opt) {
       engines.push_back(e);
     }
   } else {
-    for (const std::string& e : opt.engines) engines.push_back(make_engine(e, opt));
+    for (const std::string& e : opt.engines) {
+      try {
+        engines.push_back(make_engine(e, opt));
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::exception& ex) {
+        // A plugin that cannot be loaded (no table, a NULL function, a hang while loading, another ABI
+        // major): an error against that engine, exit code 2 unless something failed; the others run.
+        engines.push_back({e, {}, false, ex.what(), false, {}, false});
+        unloadable.insert(e);
+      }
+    }
   }
 
   // ---- the golden cases and the properties, on opt.jobs workers (--jobs) ----
@@ -550,7 +566,13 @@ int run_check(const CheckOptions& opt) {
       } else {
         golden::GoldenCheckOptions check_options;
         check_options.qk_rotated_by_ringkv = eng.qk_rotated_by_ringkv;
+#ifdef RINGKV_HAVE_ABI
+        abi::CaseWarnings plugin_warnings;  // a plugin's worker that grew beyond its cache (a leak?)
+#endif
         o = golden::check_golden(factory, g, check_options);
+#ifdef RINGKV_HAVE_ABI
+        r.warnings = plugin_warnings.take();
+#endif
       }
     } catch (const golden::GoldenInputError& ex) {
       unusable = ex.what();
@@ -704,6 +726,11 @@ int run_check(const CheckOptions& opt) {
 
   // ---- report: a table per boundary class ----
   for (const EngineUnderTest& eng : engines) {
+    if (unloadable.count(eng.label)) {
+      std::printf("\nringkv check: ERROR: engine %s could not be loaded, not judged: %s\n", eng.label.c_str(),
+                  eng.unavailable.c_str());
+      continue;
+    }
     if (!eng.unavailable.empty()) {
       std::printf("\nringkv check: engine %s skipped: %s\n", eng.label.c_str(), eng.unavailable.c_str());
       continue;
@@ -780,6 +807,17 @@ int run_check(const CheckOptions& opt) {
     ++errors;
     std::printf("\nERROR %s (engine %s not judged on it)\n  %s\n", r.name.c_str(), r.engine.c_str(), r.detail.c_str());
   }
+  for (const std::string& label : unloadable) {
+    ++errors;
+    std::printf("\nERROR: engine %s could not be loaded (not judged)\n", label.c_str());
+  }
+  int warned = 0;
+  for (const CaseResult& r : results) {
+    if (r.warnings.empty()) continue;
+    ++warned;
+    std::printf("\nWARNING %s [%s] on engine %s\n", r.name.c_str(), status_name(r.status), r.engine.c_str());
+    for (const std::string& w : r.warnings) std::printf("  %s\n", w.c_str());
+  }
   for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
   int passed = 0, skipped = 0, xf = 0;
   for (const CaseResult& r : results) {
@@ -789,10 +827,23 @@ int run_check(const CheckOptions& opt) {
   }
   std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases", failed ? "FAILED" : errors ? "ERROR" : "PASSED",
               passed, n_fail, xf, skipped);
-  if (errors) std::printf(", %d unusable golden file(s)", errors);
+  if (errors > static_cast<int>(unloadable.size())) std::printf(", %d unusable golden file(s)", errors - static_cast<int>(unloadable.size()));
+  if (!unloadable.empty()) std::printf(", %zu engine(s) could not be loaded", unloadable.size());
+  if (warned) std::printf(", %d case(s) with warnings", warned);
   for (const auto& [label, cov] : coverage) {
     std::printf("; %s: core %d of %d classes judged, features %d of %d", label.c_str(), cov.core_judged,
                 cov.core_applicable, cov.features_judged, cov.features_applicable);
+    // An engine that declares less than the spec 1 core: never a plain pass without saying so. The core
+    // leaves the storage formats (f32, f16, bf16) and the head dims to the engine: those classes do not count.
+    std::string core_na;
+    int n_core_na = 0;
+    for (const golden::ClassCoverage& k : cov.classes) {
+      if (golden::class_info(k.name).level != golden::ClassLevel::core || k.status != golden::Coverage::not_applicable) continue;
+      if (k.name.starts_with("kv-") || k.name.starts_with("head_dim-")) continue;
+      ++n_core_na;
+      core_na += (core_na.empty() ? "" : ", ") + k.name;
+    }
+    if (n_core_na > 0) std::printf(" (below the spec 1 core: %d core classes not applicable: %s)", n_core_na, core_na.c_str());
   }
   if (properties) {
     int pf = 0;
@@ -813,12 +864,17 @@ int run_check(const CheckOptions& opt) {
     j["errors"] = errors;
     j["reasons"] = reasons;
     for (const EngineUnderTest& eng : engines) {
-      if (!eng.unavailable.empty()) j["skipped_engines"].push_back({{"engine", eng.label}, {"reason", eng.unavailable}});
+      if (unloadable.count(eng.label)) {
+        j["engine_errors"].push_back({{"engine", eng.label}, {"error", eng.unavailable}});
+      } else if (!eng.unavailable.empty()) {
+        j["skipped_engines"].push_back({{"engine", eng.label}, {"reason", eng.unavailable}});
+      }
     }
     for (const CaseResult& r : results) {
       json jc = {{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
                  {"status", status_name(r.status)}, {"worst_ratio", r.worst_ratio},
                  {"outputs_checked", r.outputs}, {"detail", r.detail}, {"reproduce", r.reproduce}};
+      jc["warnings"] = r.warnings;
       if (!r.profile.empty()) {
         jc["profile"] = json::parse(r.profile);
         jc["profile_source"] = r.profile_source;
@@ -877,7 +933,10 @@ int run_check(const CheckOptions& opt) {
     x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ringkv check\">\n";
     for (const EngineUnderTest& eng : engines) {
       x << "  <testsuite name=\"" << xml_escape(eng.label) << "\">\n";
-      if (!eng.unavailable.empty()) {
+      if (unloadable.count(eng.label)) {
+        x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << "\"><error message=\""
+          << xml_escape("could not be loaded: " + eng.unavailable) << "\"/></testcase>\n";
+      } else if (!eng.unavailable.empty()) {
         x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << "\"><skipped message=\""
           << xml_escape(eng.unavailable) << "\"/></testcase>\n";
       }
@@ -891,6 +950,7 @@ int run_check(const CheckOptions& opt) {
         } else if (r.status == CaseResult::Status::skipped || r.status == CaseResult::Status::xfail) {
           x << "<skipped message=\"" << xml_escape(status_name(r.status) + std::string(": ") + r.detail) << "\"/>";
         }
+        for (const std::string& w : r.warnings) x << "<system-out>" << xml_escape("WARNING: " + w) << "</system-out>";
         x << "</testcase>\n";
       }
       // One test case per class in a coverage suite: judged passes, not applicable is skipped, and a

@@ -34,6 +34,9 @@ struct CheckOptions {
   std::string capabilities_file;
   int timeout_ms = 60000;
   int64_t memory_limit_mib = 0;  ///< plugins: the worker's RLIMIT_AS in MiB; 0 = none (abi::PluginOptions)
+  /// plugins: growth of the worker's resident memory beyond the declared caches that fails the case, in
+  /// MiB; 0 = none (abi::PluginOptions::leak_limit_mib; a growth beyond its slack is a warning)
+  int64_t leak_limit_mib = 256;
   std::string junit_file, json_file;
   bool quiet = false;
   /// Parallel workers for golden cases and property shards (>= 1; the CLI's default: default_jobs()).

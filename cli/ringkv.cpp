@@ -106,10 +106,16 @@ int main(int argc, char** argv) {
                         names_of(conformance::named_profiles(conformance::default_profiles_dir())) +
                         ") or a profile JSON file, with optional per-class overrides (default: f32 everywhere, "
                         "storage as configured, f64 RoPE angles; docs/golden-format.md §5)");
-  check->add_option("--timeout-ms", chk.timeout_ms, "Plugins: per-call timeout in milliseconds (default 60000)");
+  check->add_option("--timeout-ms", chk.timeout_ms,
+                    "Plugins: per-call timeout in milliseconds, loading included (default 60000)");
   check->add_option("--memory-limit", chk.memory_limit_mib,
                     "Plugins: the worker's address-space limit in MiB (RLIMIT_AS), so that a runaway allocation is "
                     "reported as out of memory (default 0: none; ASan builds and CUDA engines need it off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  check->add_option("--leak-limit", chk.leak_limit_mib,
+                    "Plugins: growth of the worker's resident memory over a case, beyond the caches the engines "
+                    "declare (cache_bytes), that fails the case, in MiB (default 256; 0: none). Beyond 8 MiB it is "
+                    "a warning")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   check->add_option("--junit", chk.junit_file, "Write a JUnit XML report");
   check->add_option("--json", chk.json_file, "Write a JSON report");
