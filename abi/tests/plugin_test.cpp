@@ -250,6 +250,7 @@ TEST(EngineAbi, BadAbiVersionIsRefusedNamingBothVersions) {
     FAIL() << "a plugin with ABI major 99 was accepted";
   } catch (const Error& e) {
     const std::string m = e.what();
+    std::printf("[bad_version] %s\n", m.c_str());
     EXPECT_NE(m.find("implements ringkv engine ABI 99.0"), std::string::npos) << m;
     EXPECT_NE(m.find("this ringkv speaks ABI 1.3"), std::string::npos) << m;
     EXPECT_NE(m.find("libringkv_plugin_bad_version.so"), std::string::npos) << m;
@@ -482,6 +483,7 @@ TEST(FaultPlugin, NanInAnOutputFailsThatCaseAndTheWorkerLivesOn) {
   const EngineFactory f = plugin_engine_factory(plugin);
   const conformance::RunResult bad = conformance::run_case(f, small_case(613));
   ASSERT_FALSE(bad.ok());
+  std::printf("[nan] %s\n", bad.failure.c_str());
   EXPECT_NE(bad.failure.find("step 3, sequence 0, token 6 (position 6), layer 0, q head 0, dim 0: expected "),
             std::string::npos) << bad.failure;
   EXPECT_NE(bad.failure.find(", got nan, |diff| nan > bound "), std::string::npos) << bad.failure;
@@ -508,6 +510,7 @@ TEST(FaultPlugin, HugeAllocationUnderAMemoryLimitIsReportedAsOutOfMemory) {
   ASSERT_TRUE(before.ok()) << before.failure;  // unarmed, within the limit: a correct engine
   const conformance::RunResult bad = conformance::run_case(f, small_case(613));
   ASSERT_FALSE(bad.ok());
+  std::printf("[huge_alloc] %s\n", bad.failure.c_str());
   for (const char* want : {"step 3: engine threw:", "failed with RINGKV_ERR_OUT_OF_MEMORY",
                            "out of memory? the worker runs under a memory limit of 1024 MiB (--memory-limit)"}) {
     EXPECT_NE(bad.failure.find(want), std::string::npos) << "missing \"" << want << "\" in: " << bad.failure;
