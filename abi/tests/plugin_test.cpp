@@ -753,7 +753,8 @@ class FaultyTable : public ::testing::TestWithParam<TableFault> {};
 TEST_P(FaultyTable, IsRefusedAtLoadWithAClearMessageAndTheRunGoesOn) {
   const TableFault& fault = GetParam();
   PluginOptions o = options();
-  o.startup_timeout_ms = 1500;
+  const bool hangs = std::string(fault.plugin).starts_with("hang");
+  if (hangs) o.startup_timeout_ms = 1500;  // the others load in the default time (30 s), as under ASan they may need
   const auto t0 = std::chrono::steady_clock::now();
   std::string message;
   try {
@@ -768,7 +769,7 @@ TEST_P(FaultyTable, IsRefusedAtLoadWithAClearMessageAndTheRunGoesOn) {
   const std::string by_path = "plugin " + plugin_path(fault.plugin) + fault.expected;
   const std::string by_name = "plugin " + name + fault.expected;
   EXPECT_TRUE(message == by_path || message == by_name) << "got:      " << message << "\nexpected: " << by_name;
-  EXPECT_LT(seconds, 1.5 + 5.0);
+  EXPECT_LT(seconds, hangs ? 1.5 + 5.0 : 5.0);
   const conformance::RunResult next = conformance::run_case(plugin_engine_factory(reference_plugin()), small_case(612));
   EXPECT_TRUE(next.ok()) << next.failure;
 }
