@@ -137,10 +137,12 @@ constexpr RopeScaling kScalings[] = {RopeScaling::none, RopeScaling::linear, Rop
 
 class Worker {
  public:
-  Worker(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  Worker(pid_t pid, int fd)
+      : pid_(pid), fd_(fd), statm_fd_(::open(("/proc/" + std::to_string(pid) + "/statm").c_str(), O_RDONLY | O_CLOEXEC)) {}
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
   ~Worker() {
+    if (statm_fd_ >= 0) ::close(statm_fd_);
     if (fd_ >= 0) ::close(fd_);
     if (pid_ > 0) {
       // It exits as soon as it sees the socket close; give it a moment, then make sure.
@@ -154,6 +156,18 @@ class Worker {
   }
   pid_t pid() const { return pid_; }
   int fd() const { return fd_; }
+
+  // Resident memory in bytes (/proc/<pid>/statm: resident pages x the page size, read again through
+  // the descriptor opened at the start: about 1 us), or -1 if it cannot be read.
+  int64_t resident_bytes() const {
+    if (statm_fd_ < 0 || pid_ <= 0) return -1;
+    char buf[128] = {};
+    const ssize_t n = ::pread(statm_fd_, buf, sizeof buf - 1, 0);
+    long long size = 0, resident = -1;
+    if (n <= 0 || std::sscanf(buf, "%lld %lld", &size, &resident) != 2 || resident < 0) return -1;
+    static const int64_t page = ::sysconf(_SC_PAGESIZE);
+    return static_cast<int64_t>(resident) * page;
+  }
 
   void kill_now() {
     if (pid_ > 0) {
@@ -189,6 +203,7 @@ class Worker {
  private:
   pid_t pid_;
   int fd_;
+  int statm_fd_;
 };
 
 enum class Io { ok, timeout, closed };
@@ -356,15 +371,7 @@ class PluginHost {
   int64_t resident_bytes(uint64_t generation) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (!worker_ || generation != generation_) return -1;
-    const std::string path = "/proc/" + std::to_string(worker_->pid()) + "/statm";
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[128] = {};
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    long long size = 0, resident = -1;
-    if (n <= 0 || std::sscanf(buf, "%lld %lld", &size, &resident) != 2 || resident < 0) return -1;
-    return static_cast<int64_t>(resident) * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+    return worker_->resident_bytes();
   }
   /// The sum of cache_bytes() over the engines created in the current worker so far (an engine's
   /// leak allowance counts the caches of the engines made during its life).
