@@ -192,6 +192,19 @@ EngineCoverage engine_coverage(const Capabilities& caps, const std::vector<golde
   return c;
 }
 
+// The core classes not applicable to an engine's declaration: non-empty when it declares less than the
+// spec 1 core (never a plain pass without saying so). The core leaves the storage formats (f32, f16,
+// bf16) and the head dims to the engine: those classes do not count.
+std::vector<std::string> below_core(const EngineCoverage& cov) {
+  std::vector<std::string> out;
+  for (const golden::ClassCoverage& k : cov.classes) {
+    if (golden::class_info(k.name).level != golden::ClassLevel::core || k.status != golden::Coverage::not_applicable) continue;
+    if (k.name.starts_with("kv-") || k.name.starts_with("head_dim-")) continue;
+    out.push_back(k.name);
+  }
+  return out;
+}
+
 // The built-in engines by name: the reference, the CUDA engine's plan on the host, and the CUDA engines.
 const char* const kBuiltinEngines[] = {"reference", "cuda-plan", "cuda-plan-cublas", "cuda", "cuda-cublas"};
 
@@ -833,17 +846,11 @@ int run_check(const CheckOptions& opt) {
   for (const auto& [label, cov] : coverage) {
     std::printf("; %s: core %d of %d classes judged, features %d of %d", label.c_str(), cov.core_judged,
                 cov.core_applicable, cov.features_judged, cov.features_applicable);
-    // An engine that declares less than the spec 1 core: never a plain pass without saying so. The core
-    // leaves the storage formats (f32, f16, bf16) and the head dims to the engine: those classes do not count.
-    std::string core_na;
-    int n_core_na = 0;
-    for (const golden::ClassCoverage& k : cov.classes) {
-      if (golden::class_info(k.name).level != golden::ClassLevel::core || k.status != golden::Coverage::not_applicable) continue;
-      if (k.name.starts_with("kv-") || k.name.starts_with("head_dim-")) continue;
-      ++n_core_na;
-      core_na += (core_na.empty() ? "" : ", ") + k.name;
+    if (const std::vector<std::string> na = below_core(cov); !na.empty()) {
+      std::string list;
+      for (const std::string& k : na) list += (list.empty() ? "" : ", ") + k;
+      std::printf(" (below the spec 1 core: %zu core classes not applicable: %s)", na.size(), list.c_str());
     }
-    if (n_core_na > 0) std::printf(" (below the spec 1 core: %d core classes not applicable: %s)", n_core_na, core_na.c_str());
   }
   if (properties) {
     int pf = 0;
@@ -900,6 +907,7 @@ int run_check(const CheckOptions& opt) {
       json jc = {{"engine", label}, {"line", cov.line}, {"missing", cov.missing},
                  {"core_judged", cov.core_judged}, {"core_applicable", cov.core_applicable},
                  {"features_judged", cov.features_judged}, {"features_applicable", cov.features_applicable}};
+      jc["below_core"] = below_core(cov);  // core classes its declaration cannot express (see the summary)
       for (const golden::ClassCoverage& k : cov.classes) {
         json e = {{"class", k.name}, {"level", golden::class_info(k.name).level == golden::ClassLevel::core ? "core" : "feature"},
                   {"structural", golden::class_info(k.name).structural}, {"status", golden::to_string(k.status)},
