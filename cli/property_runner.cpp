@@ -274,8 +274,8 @@ class PropertyRun {
   using Adapter = rc::detail::PropertyAdapter<Body>;
 
   FailingCase failing(const Result& res, const Replay& rp) const {
-    FailingCase f = shared_.last ? describe_case(*shared_.last, res.first.result.description) : FailingCase{};
-    if (!shared_.last) f.reason = res.first.result.description;  // no case was drawn: the reason says why
+    FailingCase f = shared_.last ? describe_case(*shared_.last, property_report(res.first.result.description)) : FailingCase{};
+    if (!shared_.last) f.reason = property_report(res.first.result.description);  // no case was drawn: the reason says why
     f.replay = to_token(rp);
     return f;
   }

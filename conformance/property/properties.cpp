@@ -17,21 +17,22 @@
 namespace ringkv::conformance {
 namespace {
 
-const std::string kPass;  // a property passes when its report equals this
+// What a property found on one case: nothing (it holds) or the report (the reason, then the case).
+// Each property asserts it with RC_ASSERT(finding): it holds when the report is empty.
+struct Finding {
+  std::string report;
+  explicit operator bool() const { return report.empty(); }
+};
 
-// "" if `why` is empty, else the reason with the case id and description.
-std::string report(const Case& c, const std::string& label, const std::string& why) {
-  if (why.empty()) return kPass;
-  return label + ": " + why + "\n" + c.describe();
+// RC_ASSERT's "Expands to:" shows a Finding as its report, verbatim (rc::show finds this by ADL);
+// property_report() takes it back out of RapidCheck's message.
+[[maybe_unused]] void showValue(const Finding& f, std::ostream& os) { os << f.report; }
+
+// Nothing if `why` is empty, else the reason with the case id and description.
+Finding report(const Case& c, const std::string& label, const std::string& why) {
+  if (why.empty()) return {};
+  return {label + ": " + why + "\n" + c.describe()};
 }
-
-// Fails the RapidCheck case with the report as its whole description (the reason, then the
-// case), as plain text: no file:line and no "Expands to" with the report escaped in quotes.
-#define RINGKV_RC_CHECK(expr)                                                                   \
-  do {                                                                                          \
-    const std::string ringkv_report = (expr);                                                   \
-    if (ringkv_report != kPass) throw rc::detail::CaseResult(rc::detail::CaseResult::Type::Failure, ringkv_report); \
-  } while (false)
 
 int64_t longest_stream(const Case& c) {
   const int B = c.config.batch;
@@ -97,7 +98,7 @@ void clear_sink_logits(Case& c) { c.config.sink_logits.clear(); }
 // ---------------------------------------------------------------- 1
 void prop_oracle_equality(const EngineFactory& f, const Case& c) {
   const RunResult r = run_case(f, c, property_run());
-  RINGKV_RC_CHECK(report(c, "OracleEquality", r.failure));
+  RC_ASSERT(report(c, "OracleEquality", r.failure));
 }
 
 // ---------------------------------------------------------------- 2
@@ -107,7 +108,7 @@ void prop_ring_holds_visible_set(const EngineFactory& f, const Case& c) {
   o.check_ring = true;
   o.sample_queries = [](int, int64_t) { return false; };  // the ring check needs the oracle's history, no outputs
   const RunResult r = run_case(f, c, o);
-  RINGKV_RC_CHECK(report(c, "RingHoldsVisibleSet", r.failure));
+  RC_ASSERT(report(c, "RingHoldsVisibleSet", r.failure));
 }
 
 // ---------------------------------------------------------------- 3
@@ -135,7 +136,7 @@ void prop_constant_memory(const EngineFactory& f, const Case& c) {
   try {
     e = f.create(cfg);
   } catch (const std::exception& ex) {
-    RINGKV_RC_CHECK(report(m, "ConstantMemory", std::string("engine creation threw: ") + ex.what()));
+    RC_ASSERT(report(m, "ConstantMemory", std::string("engine creation threw: ") + ex.what()));
     return;
   }
   const size_t at_construction = e->cache_bytes();
@@ -171,7 +172,7 @@ void prop_constant_memory(const EngineFactory& f, const Case& c) {
     why = "cache_bytes() after S + W tokens is " + std::to_string(at_full) + ", after 100 W tokens " +
           std::to_string(e->cache_bytes());
   }
-  RINGKV_RC_CHECK(report(m, "ConstantMemory", why));
+  RC_ASSERT(report(m, "ConstantMemory", why));
 }
 
 // ---------------------------------------------------------------- 4
@@ -180,7 +181,7 @@ void prop_chunking_invariance(const EngineFactory& f, const Case& c) {
   cmp.bitwise = true;
   std::string why = run_and_compare(f, c, token_by_token(c), {}, cmp, false);
   if (why.empty()) why = run_and_compare(f, c, one_chunk_per_stream(c), {}, cmp, false);
-  RINGKV_RC_CHECK(report(c, "ChunkingInvariance", why));
+  RC_ASSERT(report(c, "ChunkingInvariance", why));
 }
 
 // ---------------------------------------------------------------- 5
@@ -235,7 +236,7 @@ void prop_batch_isolation(const EngineFactory& f, const Case& c) {
     }
     why = run_and_compare(f, a, merged, {}, cmp, false);
   }
-  RINGKV_RC_CHECK(report(a, "BatchIsolation", why));
+  RC_ASSERT(report(a, "BatchIsolation", why));
 }
 
 // ---------------------------------------------------------------- 6
@@ -279,7 +280,7 @@ void prop_reset_is_fresh(const EngineFactory& f, const Case& c) {
   CompareOptions cmp;
   cmp.bitwise = true;
   cmp.select = [](const TokenKey& k) { return k.stream == 0; };
-  RINGKV_RC_CHECK(report(reused, "ResetIsFresh", run_and_compare(f, fresh, reused, {}, cmp, false)));
+  RC_ASSERT(report(reused, "ResetIsFresh", run_and_compare(f, fresh, reused, {}, cmp, false)));
 }
 
 // ---------------------------------------------------------------- 7
@@ -299,7 +300,7 @@ void prop_rope_relativity(const EngineFactory& f, const Case& c) {
   for (StepPlan& st : b.steps) for (ResetPlan& r : st.resets) r.start_position += shift;
   CompareOptions cmp;
   cmp.oracle_gap = false;  // the same data at shifted positions: no oracle slack between the runs
-  RINGKV_RC_CHECK(report(b, "RopeRelativity (shift " + std::to_string(shift) + ")",
+  RC_ASSERT(report(b, "RopeRelativity (shift " + std::to_string(shift) + ")",
                          run_and_compare(f, a, b, {}, cmp, true)));
 }
 
@@ -360,7 +361,7 @@ void prop_boundary_identities(const EngineFactory& f, const Case& c0) {
     why = run_and_compare(f, causal, sw, {}, cmp, true);
     if (!why.empty()) why = "(S + W = length vs causal) " + why;
   }
-  RINGKV_RC_CHECK(report(c, "BoundaryIdentities", why));
+  RC_ASSERT(report(c, "BoundaryIdentities", why));
 }
 
 // ---------------------------------------------------------------- 9
@@ -380,7 +381,7 @@ void prop_gqa_equals_mha(const EngineFactory& f, const Case& c) {
   mha.kv_head_repeat = g.num_q_heads / g.num_kv_heads;
   CompareOptions cmp;
   cmp.oracle_gap = false;  // identical data: the oracles agree exactly
-  RINGKV_RC_CHECK(report(gqa, "GqaEqualsMha (Hq " + std::to_string(g.num_q_heads) + ", Hkv " +
+  RC_ASSERT(report(gqa, "GqaEqualsMha (Hq " + std::to_string(g.num_q_heads) + ", Hkv " +
                                   std::to_string(g.num_kv_heads) + ")",
                          run_and_compare(f, gqa, mha, {}, cmp, true)));
 }
@@ -561,7 +562,7 @@ void prop_int8_storage(const EngineFactory& f, const Case& c) {
       }
     }
   }
-  RINGKV_RC_CHECK(report(m, "Int8Storage", why));
+  RC_ASSERT(report(m, "Int8Storage", why));
 }
 
 // ---------------------------------------------------------------- 11
@@ -571,7 +572,7 @@ void prop_poisoning(const EngineFactory& f, const Case& c) {
   CompareOptions cmp;
   cmp.bitwise = true;
   cmp.oracle_gap = false;
-  RINGKV_RC_CHECK(report(c, "Poisoning", run_and_compare(f, c, c, poison, cmp, true)));
+  RC_ASSERT(report(c, "Poisoning", run_and_compare(f, c, c, poison, cmp, true)));
 }
 
 // ---------------------------------------------------------------- 12
@@ -595,7 +596,7 @@ void prop_layer_independence(const EngineFactory& f, const Case& c) {
   cmp.bitwise = true;
   cmp.oracle_gap = false;  // the other layers' data is unchanged
   cmp.select_layer = [changed](int l) { return l != changed; };
-  RINGKV_RC_CHECK(report(b, "LayerIndependence (layer " + std::to_string(changed) + " changed)",
+  RC_ASSERT(report(b, "LayerIndependence (layer " + std::to_string(changed) + " changed)",
                          run_and_compare(f, a, b, {}, cmp, true)));
 }
 
@@ -605,7 +606,7 @@ void prop_rollback(const EngineFactory& f, const Case& c) {
   RunOptions o = property_run();
   o.check_ring = f.capabilities.snapshot;  // rolled-back slots empty, retained ones intact (§5.1.6)
   const RunResult r = run_case(f, c, o);
-  RINGKV_RC_CHECK(report(c, "Rollback", r.ok() ? "" : r.failure));
+  RC_ASSERT(report(c, "Rollback", r.ok() ? "" : r.failure));
 }
 
 // ---------------------------------------------------------------- registry
@@ -656,11 +657,17 @@ PropertyVerdict run_property_once(const PropertyInfo& p, const EngineFactory& f,
   try {
     p.run(f, c);
   } catch (const rc::detail::CaseResult& r) {
-    if (r.type == rc::detail::CaseResult::Type::Failure) return {true, r.description};
+    if (r.type == rc::detail::CaseResult::Type::Failure) return {true, property_report(r.description)};
   } catch (const std::exception& e) {
     return {true, std::string("threw: ") + e.what()};
   }
   return {};
+}
+
+std::string property_report(const std::string& description) {
+  static const std::string kExpansion = "\n\nExpands to:\n";  // rc::detail::makeExpressionMessage
+  const size_t at = description.find(kExpansion);
+  return at == std::string::npos ? description : description.substr(at + kExpansion.size());
 }
 
 const PropertyInfo& property(const std::string& name) {

@@ -42,6 +42,10 @@ struct PropertyVerdict {
 };
 /// Runs a property once outside RapidCheck: a failed RC_ASSERT or an exception is a failure.
 PropertyVerdict run_property_once(const PropertyInfo& p, const EngineFactory& f, const Case& c);
+/// The report of a failed property, out of RapidCheck's description of the failure: each property
+/// asserts RC_ASSERT(finding), whose message is "file:line:\nRC_ASSERT(...)\n\nExpands to:\n" and then
+/// the report (the reason, then the case); any other description is returned whole.
+std::string property_report(const std::string& description);
 
 // 1. every output within the bound of the oracle's, for every storage format
 void prop_oracle_equality(const EngineFactory& f, const Case& c);
