@@ -491,7 +491,7 @@ int run_check(const CheckOptions& opt) {
     try {
       external_profiles = conformance::load_profile_set(opt.profile_file);
     } catch (const std::exception& e) {
-      throw InputError("--profile " + opt.profile_file + ": " + e.what());
+      throw InputError(std::string("--profile: ") + e.what());  // the message names the file or profile
     }
   }
   // --require-classes: a regex over class names; without it, runs with --filter/--exclude require

@@ -124,7 +124,7 @@ file(READ ${GOLDEN}/../profiles/f32-reference.json profile)
 string(REPLACE "\"q_dot\"" "\"colour\": \"red\", \"q_dot\"" profile "${profile}")
 file(WRITE ${WORK}/bad_profile.json "${profile}")
 check(profile_with_an_unknown_field 2
-      "--profile [^\n]*bad_profile.json: [^\n]*bad_profile.json: profile.colour: unknown field; a profile has q_dot, q_quant"
+      "--profile: [^\n]*bad_profile.json: profile.colour: unknown field; a profile has q_dot, q_quant"
       "PASSED|FAILED" ${run} --golden ${WORK}/rehashed --profile ${WORK}/bad_profile.json)
 
 # 6. An outputs file of the wrong shape: the engine's file, so that case fails; the others pass.

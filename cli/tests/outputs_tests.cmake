@@ -43,7 +43,7 @@ ringkv_outputs_check(NAME profile_in_file_wins_over_flag MODE f16-in-file RC 0 M
 ringkv_outputs_check(NAME profile_flag_takes_a_name MODE f16-no-profile RC 0 MATCH "PASSED"
                      ARGS --profile f16-compute-f32-acc)
 ringkv_outputs_check(NAME profile_flag_unknown_name MODE f16-no-profile RC 2
-                     MATCH "--profile f16-everything: [^\n]*not a named profile[^\n]*f16-pv-accumulation"
+                     MATCH "--profile: profile .f16-everything.: not a file and not a named profile[^\n]*f16-pv-accumulation"
                      ARGS --profile f16-everything)
 # A case declared unsupported is skipped, not failed, and judges nothing: a class it alone carried is
 # not judged (a feature here, so the default requirement holds), and --require-classes makes it fail.
