@@ -26,10 +26,10 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 start=$(date +%s)
 cmake --preset asan >/dev/null
 cmake --build --preset asan --target ringkv ringkv_abi_tests ringkv_unit_tests ringkv_tolerance_tests \
-  ringkv_golden_tests ringkv_golden_outputs_tests ringkv_allocation_tests ringkv_outputs_fixture \
+  ringkv_golden_tests ringkv_golden_malformed_tests ringkv_golden_outputs_tests ringkv_allocation_tests ringkv_outputs_fixture \
   $(for f in fuzz/*.dict; do echo "ringkv_fuzz_replay_$(basename "$f" .dict)"; done)
 echo "asan: built in $(( $(date +%s) - start )) s"
-ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|python_readers|numpy_example|_NOT_BUILT|^package\.'
+ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|python_readers|numpy_example|_NOT_BUILT|^package\.|^python\.'
 ctest --preset asan -R '^cli\.' -E 'cli\.plugin_mutant_|shrink_bench|numpy_example|_NOT_BUILT'
 ./build-asan/abi/ringkv_abi_tests
 ./build-asan/conformance/ringkv_allocation_tests
