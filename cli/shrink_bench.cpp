@@ -1,6 +1,6 @@
 // ringkv_shrink_bench: how long `ringkv check --properties` takes to a verdict on a planted bug.
 //
-// Runs the twelve properties, exactly as `ringkv check --no-golden --properties` does (the same
+// Runs the properties, exactly as `ringkv check --no-golden --properties` does (the same
 // runner, cli/property_runner.cpp), against every mutant of conformance/mutants/ in process and
 // through its shipped plugin (libringkv_plugin_mutant_<name>.so), and against the shrink test
 // plugins (libringkv_plugin_shrink_<bug>.so, the bugs of issue 16). Prints a Markdown table, one
