@@ -532,6 +532,24 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("core_d64_f16_mqa_needle", {"head_dim-64", "kv-f16", "mqa", "chunk>W", "chunk-crosses-wrap",
                                                    "needle-W+1", "needle-W-1"}, c));
   }
+  // W = 1 and head dim 128 for engines of f32 or f16 K/V without sinks at positions below 2^17 (the
+  // cases above are bf16, near 2^20 or 2^31, or carry sinks): RoPE halves of 16 and 64, multiples of 8.
+  {  // W = 1 beside a full-attention layer, GQA, two sequences: reset up (stale cells visible) and same
+    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 32, random, 170);
+    schedule(c, {3, 60}, {StepPlan{{}, {2, 3}},
+                          StepPlan{{}, {1, 0}},
+                          reset_then(1, 65, 1, {1, 1}),    // up: the old positions 60..62 get indices -5..-3
+                          reset_then(0, 3, 2, {2, 0})});   // same p0; 2 tokens after 3: shorter
+    set.push_back(spec("core_f32_w1_gqa", {"W=1", "W>=length", "multi-layer", "sliding-and-full", "gqa", "batch-mixed",
+                                           "sit-out", "reset-p0-up", "reset-p0-same", "reset-shorter"}, c));
+  }
+  {  // head dim 128 in f16, GQA, W = 2: every ring boundary in 5 rows (the wrap inside a chunk of 3)
+    Case c = shape({LayerConfig{2, 0, neox(500000.0)}}, 4, 2, 128, needle, 171);
+    kv(c, DType::f16).config.softmax_scale = 0.125;
+    single(c, {1, 3, 1}, 9);
+    set.push_back(spec("core_d128_f16_gqa_ring", {"head_dim-128", "kv-f16", "gqa", "softmax-scale", "t<W", "t=W-1", "t=W",
+                                                  "t=W+1", "t=kW", "chunk>W", "chunk-crosses-wrap"}, c));
+  }
   // Positions near 2^20 and 2^31 in f32 at head dims 64 and 128 (W = 1 beside a full layer, so the
   // full layer's RoPE is judged over every key).
   const auto positions = [&](const char* name, std::vector<std::string> classes, int D, int64_t last, uint64_t seed) {
