@@ -4,6 +4,7 @@
 #include "golden/detail.hpp"
 #include "golden/replay.hpp"
 #include "golden/rope_verdict.hpp"
+#include "support/stored_rule.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -93,149 +94,58 @@ class OutputChecker {
   std::vector<conformance::BoundContext> ctx_;
 };
 
-bool same_bits(float a, float b) {
-  uint32_t x, y;
-  std::memcpy(&x, &a, 4);
-  std::memcpy(&y, &b, 4);
-  return x == y;
-}
-
-// Relative precision (one ulp / |x|, at most) and the smallest step of a float storage format.
-void format_quantum(const KvFormat& f, double* rel, double* floor_abs) {
-  const double s = f.scale;
-  switch (f.dtype) {
-    case DType::f32: *rel = 0x1p-23; *floor_abs = 0x1p-149; return;
-    case DType::f16: *rel = 0x1p-10; *floor_abs = 0x1p-24; return;
-    case DType::bf16: *rel = 0x1p-7; *floor_abs = 0x1p-133; return;
-    case DType::fp8_e4m3: *rel = 0x1p-3; *floor_abs = 0x1p-9 * s; return;
-    case DType::fp8_e5m2: *rel = 0x1p-2; *floor_abs = 0x1p-16 * s; return;
-    case DType::int8: *rel = 0; *floor_abs = 0; return;
-  }
-}
-
-// The format a stored K or V is judged in (docs/tolerances.md, the storage rule): the config's, unless
-// the engine's profile declares a fixed float storage other than the config's float dtype (an engine that
-// stores bf16 whatever it is given, on an f32 case). The spec stores storage(x) and the engine
-// storage'(x), so the two lie within one step of the coarser format: returned, with *relaxed set (within
-// one step instead of exact). INT8 configs and non-float declarations keep the config's (exact) format.
-KvFormat judged_format(const KvFormat& f, const std::optional<Precision>& declared, bool* relaxed) {
-  if (!declared || f.dtype == DType::int8 || *declared == precision_of(f.dtype)) return f;
-  DType d;
-  switch (*declared) {
-    case Precision::f32: d = DType::f32; break;
-    case Precision::f16: d = DType::f16; break;
-    case Precision::bf16: d = DType::bf16; break;
-    case Precision::fp8_e4m3: d = DType::fp8_e4m3; break;
-    case Precision::fp8_e5m2: d = DType::fp8_e5m2; break;
-    default: return f;
-  }
-  *relaxed = true;
-  if (unit_roundoff(*declared) <= unit_roundoff(precision_of(f.dtype))) return f;
-  KvFormat coarser = f;
-  coarser.dtype = d;
-  return coarser;
-}
-
-// The code step (stored scale) of element e of a row.
-double int8_step(const KvFormat& f, int D, const float* row_scales, int e) {
-  if (f.int8_scheme == Int8Scheme::static_tensor) return f.scale;
-  return row_scales[e / int8_group_size(f.int8_scheme, D)];
-}
-
-// Per element of K row (layer, row, kv head): how far the engine's declared rope_angle lets its rotation
-// move it beyond spec §8's (rope_verdict.hpp); empty for f64 angles or no RoPE, which need none.
-std::vector<double> declared_rope_slack(const GoldenCase& g, int layer, int64_t row, int h, Precision rope_angle) {
+// Per element of K row (layer, row, kv head): how far the engine's rotated K may lie from the file's
+// before storage (rotation_bound.hpp's stored_k_slack): the declared rope_angle's angle part (none for
+// f64 angles) and one f32 step for another C library's sin and cos.
+std::vector<double> k_slack(const GoldenCase& g, int layer, int64_t row, int h, Precision rope_angle) {
   const RopeConfig& rope = g.c.config.layers[static_cast<size_t>(layer)].rope;
-  if (rope_angle == Precision::f64 || rope.style == RopeStyle::none) return {};
-  std::vector<double> slack(static_cast<size_t>(g.c.config.head_dim));
-  rotation_slack(rope, g.c.config.head_dim, g.rows[static_cast<size_t>(row)].position, unit_roundoff(rope_angle),
-                 g.k.data() + g.kv_offset(layer, row, h), slack.data());
+  std::vector<double> slack(static_cast<size_t>(g.c.config.head_dim), 0.0);
+  conformance::stored_k_slack(rope, g.c.config.head_dim, g.rows[static_cast<size_t>(row)].position,
+                              rope_angle == Precision::f64 ? 0.0 : unit_roundoff(rope_angle),
+                              g.k.data() + g.kv_offset(layer, row, h), slack.data());
   return slack;
 }
 
-// Compares one stored row (one token, one kv head) of K or V with `want`, the spec's (§6): INT8
-// scales and codes where the engine gives them, then the decoded values; within one step of the format
-// `f` when `relaxed` (K with RoPE; a declared fixed storage, judged_format), plus `slack`
-// (declared_rope_slack; empty: none). `src` is the row's
+// The rule one stored row of K or V is judged by (support/stored_rule.hpp): the engine's declared
+// storage; for K with RoPE (`roped`, unless the comparison wants it exact) within a rounding of each
+// side plus k_slack (*slack holds it).
+conformance::StoredRule stored_rule_for(const GoldenCase& g, int layer, int64_t row, int h, bool is_k, bool roped,
+                                        const PrecisionProfile& profile, std::vector<double>* slack) {
+  const Config& cfg = g.c.config;
+  conformance::StoredRule rule =
+      conformance::stored_rule(is_k ? cfg.k_format : cfg.v_format, is_k ? profile.k_storage : profile.v_storage);
+  if (is_k && roped) {
+    *slack = k_slack(g, layer, row, h, profile.rope_angle);
+    const std::string why = profile.rope_angle != Precision::f64
+                                ? "the declared rope_angle"
+                                : "RoPE (f64 sin and cos may differ between C libraries in the last bit)";
+    rule.why = rule.relaxed ? why + " and " + rule.why : why;
+    rule.relaxed = true;
+    rule.slack = slack->data();
+  }
+  return rule;
+}
+
+// Compares one stored row (one token, one kv head) with `want` (spec §6) by `rule`: `src` is the row's
 // offset in want's [L][R][Hkv][D] tensors, `at` names the row in messages. Returns "" or the failure
 // (and fills m's what, dim, expected, got, bound).
-std::string compare_stored_row(const KvFormat& f, int D, const GoldenStored& want, size_t src, const float* got,
-                               const int8_t* got_codes, const float* got_scales, bool is_k, bool relaxed,
-                               const std::vector<double>& slack, int h, const std::string& at, GoldenMismatch* m,
-                               int64_t* checked) {
-  const auto slack_of = [&](int e) { return relaxed && !slack.empty() ? slack[static_cast<size_t>(e)] : 0.0; };
-  double max_slack = 0;
-  for (int e = 0; e < D; ++e) max_slack = std::max(max_slack, slack_of(e));
-  const int spr = scales_per_row(f, D);
-  const char* KV = is_k ? "K" : "V";
-  const bool int8 = f.dtype == DType::int8;
-  double rel = 0, floor_abs = 0;
-  format_quantum(f, &rel, &floor_abs);
-  const float* want_scales = int8 && spr > 0 ? want.scales.data() + src / static_cast<size_t>(D) * static_cast<size_t>(spr) : nullptr;
-  if (want_scales && got_scales) {
-    for (int e = 0; e < spr; ++e) {
-      const float gsc = got_scales[e], wsc = want_scales[e];
-      ++*checked;
-      // A rotation within the declared rope_angle moves amax, hence the scale amax/127, by up to max_slack/127.
-      const bool ok = relaxed ? std::fabs(double(gsc) - double(wsc)) <=
-                                    (f.int8_scheme == Int8Scheme::q8_0 ? 0x1p-9 : 0x1p-20) * std::fabs(double(wsc)) +
-                                        max_slack / 127.0
-                              : same_bits(gsc, wsc);
-      if (!ok) {
-        m->what = std::string(KV) + " scale";
-        m->dim = e;
-        m->expected = wsc;
-        m->got = gsc;
-        return at + " " + KV + " scale[head " + std::to_string(h) + "][group " + std::to_string(e) + "] is " + fmt(gsc) +
-               ", spec says " + fmt(wsc) + " (" + to_string(f) + ")";
-      }
-    }
-  }
-  for (int e = 0; e < D; ++e) {
-    const float gv = got[e], wv = want.value[src + static_cast<size_t>(e)];
-    const bool tie = int8 && want.tie[src + static_cast<size_t>(e)] != 0;
-    const double step_e = int8 ? int8_step(f, D, want_scales, e) : 0.0;
-    const double diff = std::fabs(double(gv) - double(wv));
-    if (int8 && got_codes) {  // codes first: they are what INT8 stores
-      const int gc = got_codes[e], wc = want.codes[src + static_cast<size_t>(e)];
-      const int dc = gc - wc;
-      ++*checked;
-      const int codes_off = relaxed && step_e > 0 ? 1 + static_cast<int>(std::ceil(slack_of(e) / step_e)) : 1;
-      if (!(dc == 0 || ((tie || relaxed) && std::abs(dc) <= codes_off))) {
-        m->what = std::string(KV) + " code";
-        m->dim = e;
-        m->expected = wc;
-        m->got = gc;
-        return at + " " + KV + " code[head " + std::to_string(h) + "][dim " + std::to_string(e) + "] is " +
-               std::to_string(gc) + ", spec says " + std::to_string(wc) + (tie ? " (tie window: +-1 allowed)" : "") + " (" +
-               to_string(f) + ")";
-      }
-    }
-    bool ok;
-    double allowed = 0;
-    if (relaxed) {
-      allowed = (int8 ? 1.001 * step_e + 0x1p-20 * std::fabs(double(wv))
-                      : 1.001 * (rel * std::fabs(double(wv)) + floor_abs) + 0x1p-20 * std::fabs(double(wv))) +
-                slack_of(e);
-      ok = diff <= allowed;
-    } else {
-      allowed = tie ? 1.0001 * step_e : 0.0;
-      // INT8 zero codes decode to a zero whose sign carries nothing (spec §10.4).
-      ok = same_bits(gv, wv) || (int8 && gv == 0.0f && wv == 0.0f) || (tie && diff <= allowed);
-    }
-    ++*checked;
-    if (!ok) {
-      m->what = std::string("stored ") + KV;
-      m->dim = e;
-      m->expected = wv;
-      m->got = gv;
-      m->bound = allowed;
-      return at + " " + KV + "[head " + std::to_string(h) + "][dim " + std::to_string(e) + "] stores " + fmt(gv) +
-             ", spec says " + fmt(wv) + " (" + to_string(f) + (relaxed ? ", within one step: " + fmt(allowed) : std::string()) +
-             ")";
-    }
-  }
-  return "";
+std::string compare_stored_row(const conformance::StoredRule& rule, int D, const GoldenStored& want, size_t src,
+                               const float* got, const int8_t* got_codes, const float* got_scales, bool is_k, int h,
+                               const std::string& at, GoldenMismatch* m, int64_t* checked) {
+  const size_t spr = static_cast<size_t>(scales_per_row(rule.format, D));
+  conformance::StoredRowView w{want.value.data() + src, nullptr, nullptr, nullptr};
+  if (!want.codes.empty()) w.codes = want.codes.data() + src;
+  if (spr > 0 && !want.scales.empty()) w.scales = want.scales.data() + src / static_cast<size_t>(D) * spr;
+  if (!want.tie.empty()) w.tie = want.tie.data() + src;
+  const conformance::StoredRowView gv{got, got_codes, got_scales, nullptr};
+  const std::optional<conformance::StoredMismatch> mm = conformance::compare_stored_row(rule, D, h, is_k, w, gv, checked);
+  if (!mm) return "";
+  m->what = mm->what;
+  m->dim = mm->dim;
+  m->expected = mm->expected;
+  m->got = mm->got;
+  m->bound = mm->bound;
+  return at + " " + mm->text;
 }
 
 // The spec's ring of one (layer, sequence) as the rows of the file fill it: slot -> row, or -1. Kept
@@ -307,8 +217,6 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
     for (int pass = 0; pass < 2; ++pass) {
       const bool is_k = pass == 0;
       const KvFormat& f = is_k ? cfg.k_format : cfg.v_format;
-      bool fixed_storage = false;
-      const KvFormat judged = judged_format(f, is_k ? profile.k_storage : profile.v_storage, &fixed_storage);
       const std::vector<int8_t>& codes = is_k ? snap.k_codes : snap.v_codes;
       const std::vector<float>& scales = is_k ? snap.k_scales : snap.v_scales;
       const size_t spr = static_cast<size_t>(scales_per_row(f, D));
@@ -317,13 +225,13 @@ std::string check_snapshot(const GoldenCase& g, int layer, int seq, int step, co
       for (int h = 0; h < H; ++h) {
         const size_t dst = slot * row_elems + static_cast<size_t>(h) * static_cast<size_t>(D);
         m.head = h;
+        std::vector<double> slack;
+        const conformance::StoredRule rule = stored_rule_for(g, layer, row, h, is_k, roped, profile, &slack);
         const std::string text = compare_stored_row(
-            judged, D, is_k ? g.k_stored : g.v_stored, g.kv_offset(layer, row, h), (is_k ? snap.k : snap.v).data() + dst,
+            rule, D, is_k ? g.k_stored : g.v_stored, g.kv_offset(layer, row, h), (is_k ? snap.k : snap.v).data() + dst,
             with_codes ? codes.data() + dst : nullptr,
-            with_scales ? scales.data() + (slot * static_cast<size_t>(H) + static_cast<size_t>(h)) * spr : nullptr, is_k,
-            (is_k && roped) || fixed_storage,
-            is_k && roped ? declared_rope_slack(g, layer, row, h, profile.rope_angle) : std::vector<double>{}, h, at, &m,
-            &r->stored_checked);
+            with_scales ? scales.data() + (slot * static_cast<size_t>(H) + static_cast<size_t>(h)) * spr : nullptr, is_k, h,
+            at, &m, &r->stored_checked);
         if (!text.empty()) return fail(m.what, text);
       }
     }
@@ -463,8 +371,6 @@ void compare_stored_rows(const GoldenCase& g, const GoldenOutputs& o, const Gold
         const std::optional<GoldenStored>& got = is_k ? o.k_stored : o.v_stored;
         if (!got) continue;
         const KvFormat& f = is_k ? cfg.k_format : cfg.v_format;
-        bool fixed_storage = false;
-        const KvFormat judged = judged_format(f, is_k ? profile.k_storage : profile.v_storage, &fixed_storage);
         const size_t spr = static_cast<size_t>(scales_per_row(f, D));
         for (int h = 0; h < H; ++h) {
           const size_t src = g.kv_offset(l, row, h);
@@ -472,13 +378,13 @@ void compare_stored_rows(const GoldenCase& g, const GoldenOutputs& o, const Gold
           const std::string at = "stored cache, layer " + std::to_string(l) + ", step " + std::to_string(gr.step) +
                                  ", sequence " + std::to_string(gr.sequence) + ": row " + std::to_string(row) + " (token " +
                                  std::to_string(gr.index) + ", position " + std::to_string(gr.position) + ")";
+          std::vector<double> slack;
+          const conformance::StoredRule rule = stored_rule_for(g, l, row, h, is_k, roped && !k_exact, profile, &slack);
           const std::string text = compare_stored_row(
-              judged, D, is_k ? want_k : g.v_stored, src, got->value.data() + src,
+              rule, D, is_k ? want_k : g.v_stored, src, got->value.data() + src,
               got->codes.empty() ? nullptr : got->codes.data() + src,
-              got->scales.empty() ? nullptr : got->scales.data() + src / static_cast<size_t>(D) * spr, is_k,
-              (is_k && roped && !k_exact) || fixed_storage,
-              is_k && roped && !k_exact ? declared_rope_slack(g, l, row, h, profile.rope_angle) : std::vector<double>{}, h,
-              at, &m, &r->stored_checked);
+              got->scales.empty() ? nullptr : got->scales.data() + src / static_cast<size_t>(D) * spr, is_k, h, at, &m,
+              &r->stored_checked);
           if (!text.empty()) {
             r->failure = text;
             r->first = m;

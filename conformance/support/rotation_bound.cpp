@@ -21,4 +21,15 @@ void rotation_slack(const RopeConfig& rope, int D, int64_t position, double u_an
       [&](int d) { slack[d] = u_angle * 8.0 * scale * std::fabs(double(x[d])); });
 }
 
+void stored_k_slack(const RopeConfig& rope, int D, int64_t position, double u_angle, const float* x, double* slack,
+                    double scale) {
+  for_each_rope_pair(
+      rope, D, position,
+      [&](int a, int b, int k, double angle) {
+        const double r = scale * std::hypot(double(x[a]), double(x[b]));
+        slack[a] = slack[b] = u_angle * ((2.0 * k + 4.0) * std::fabs(angle) + 8.0) * r + (0x1p-23 + 0x1p-48) * r + 0x1p-149;
+      },
+      [&](int d) { slack[d] = u_angle * 8.0 * scale * std::fabs(double(x[d])); });
+}
+
 }  // namespace ringkv::conformance

@@ -45,4 +45,12 @@ void for_each_rope_pair(const RopeConfig& rope, int D, int64_t position, Pair pa
 void rotation_slack(const RopeConfig& rope, int head_dim, int64_t position, double u_angle, const float* x, double* slack,
                     double scale = 1.0);
 
+/// How far the f32 rotated K an engine stores may lie from the spec's (spec §8's rotation rounded to
+/// f32), per element of one row, before storage rounding (support/stored_rule.hpp): rotation_slack's
+/// angle part for angles of unit roundoff `u_angle` (0 for f64 angles), plus, for rotated elements, one
+/// f32 step, (2^-23 + 2^-48)·r + 2^-149: two f64 rotations a few last bits apart (another C library's
+/// sin and cos) can round to neighbouring f32 values. Elements RoPE leaves alone get the angle part.
+void stored_k_slack(const RopeConfig& rope, int head_dim, int64_t position, double u_angle, const float* x, double* slack,
+                    double scale = 1.0);
+
 }  // namespace ringkv::conformance

@@ -12,47 +12,17 @@
 #include "ringkv/ring.hpp"
 #include "support/oracle.hpp"
 #include "support/rotation_bound.hpp"
+#include "support/stored_rule.hpp"
 #include "support/tolerance.hpp"
 
 namespace ringkv::conformance {
 namespace {
-
-std::string fmt(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
 bool same_bits(float a, float b) {
   uint32_t x, y;
   std::memcpy(&x, &a, 4);
   std::memcpy(&y, &b, 4);
   return x == y;
-}
-
-// How one stored element may differ from the spec's where the engine declares numerics that change its
-// bits: angles coarser than f64 (only K of a RoPE layer) or a fixed storage coarser than the config's
-// dtype (profile k_storage/v_storage; capabilities.hpp). The engine stores storage(x') with x' within
-// `slack` (rotation_bound.hpp) of spec §8's x, the spec stores storage(x), so
-//   |got - want| <= slack + err(got) + err(want),
-// err a rounding error of the format each was stored in: rel·|value| + its smallest step for floats,
-// half the row's (group's) scale for INT8 (clamping cannot add: it moves nothing further apart).
-struct Relaxed {
-  bool on = false;                  // else: exact (spec §11.1)
-  double u_angle = 0;               // > 0: the K rotation may stray by rotation_slack
-  std::optional<Precision> stored;  // the engine's declared storage, where it differs from the config's
-};
-
-double rounding_error(Precision p, double value) {
-  switch (p) {
-    case Precision::f32: return 0x1p-24 * std::fabs(value) + 0x1p-149;
-    case Precision::f16: return 0x1p-11 * std::fabs(value) + 0x1p-25;
-    case Precision::bf16: return 0x1p-8 * std::fabs(value) + 0x1p-134;
-    case Precision::fp8_e4m3: return 0x1p-4 * std::fabs(value) + 0x1p-10;
-    case Precision::fp8_e5m2: return 0x1p-3 * std::fabs(value) + 0x1p-17;
-    default: return 0;  // f64, tf32 are not storage formats; INT8 uses its scale
-  }
 }
 
 /// The spec ring's slot -> token index table of one (layer, sequence), kept by token-by-token writes,
@@ -70,10 +40,11 @@ struct SpecRing {
 };
 
 // Compares one snapshot with the spec ring (`ring`, its tokens' values from the oracle's history):
-// positions exactly, V and K exactly (spec §11.1), or, where `relax_k`/`relax_v` say the engine
-// declared so, within Relaxed's bound.
+// positions exactly, stored K and V by `rule_k`/`rule_v` (support/stored_rule.hpp: exact, spec §11.1,
+// unless the engine's declaration relaxes them). `rope_slack_u` > 0: K's rotation may stray by
+// stored_k_slack with angles of that unit roundoff.
 std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSnapshot& snap, const Oracle& oracle,
-                           const SpecRing& ring, const Relaxed& relax_k, const Relaxed& relax_v) {
+                           const SpecRing& ring, const StoredRule& rule_k, const StoredRule& rule_v, double rope_slack_u) {
   const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
   const RingGeometry& geo = ring.geo;
   const std::string where = "layer " + std::to_string(layer) + ", sequence " + std::to_string(seq) + ": ";
@@ -84,6 +55,14 @@ std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSna
   const std::vector<OracleToken>& hist = oracle.history(layer, seq);
   const std::vector<int64_t>& expect = ring.index;
   const int D = cfg.head_dim, H = cfg.num_kv_heads;
+  const size_t cap = static_cast<size_t>(geo.capacity), row_elems = static_cast<size_t>(H) * static_cast<size_t>(D);
+  if (snap.positions.size() != cap || snap.k.size() != cap * row_elems || snap.v.size() != cap * row_elems) {
+    return where + "snapshot has " + std::to_string(snap.positions.size()) + " positions, " + std::to_string(snap.k.size()) +
+           " K and " + std::to_string(snap.v.size()) + " V values; expected " + std::to_string(cap) + ", " +
+           std::to_string(cap * row_elems) + " and " + std::to_string(cap * row_elems);
+  }
+  std::vector<double> slack(static_cast<size_t>(D));
+  std::vector<uint8_t> tie(static_cast<size_t>(D));
   for (size_t slot = 0; slot < expect.size(); ++slot) {
     const int64_t j = expect[slot];
     const int64_t want = j < 0 ? RingKvCache::kEmpty : hist[static_cast<size_t>(j)].position;
@@ -94,56 +73,34 @@ std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSna
     if (j < 0) continue;
     const OracleToken& tok = hist[static_cast<size_t>(j)];
     for (int pass = 0; pass < 2; ++pass) {
-      const StoredRow& row = pass == 0 ? tok.k : tok.v;
-      const std::vector<float>& got = pass == 0 ? snap.k : snap.v;
-      const std::vector<int8_t>& codes = pass == 0 ? snap.k_codes : snap.v_codes;
-      const std::vector<float>& got_scales = pass == 0 ? snap.k_scales : snap.v_scales;
-      const KvFormat& fmt_ = pass == 0 ? cfg.k_format : cfg.v_format;
-      const Relaxed& relax = pass == 0 ? relax_k : relax_v;
-      const int spr = scales_per_row(fmt_, D);
+      const bool is_k = pass == 0;
+      const StoredRow& row = is_k ? tok.k : tok.v;
+      StoredRule rule = is_k ? rule_k : rule_v;
+      const int spr = scales_per_row(rule.format, D);
+      const std::vector<int8_t>& codes = is_k ? snap.k_codes : snap.v_codes;
+      const std::vector<float>& scales = is_k ? snap.k_scales : snap.v_scales;
       for (int h = 0; h < H; ++h) {
-        std::vector<double> slack(static_cast<size_t>(D), 0.0);
-        if (relax.on && relax.u_angle > 0) {
+        if (is_k && rope_slack_u > 0) {
           // Pair norms from the f32 rotation before storage (a rotation keeps them; 2^-20: its rounding).
-          rotation_slack(L.rope, D, tok.position, relax.u_angle, tok.k_rot.data() + static_cast<size_t>(h * D), slack.data(),
+          stored_k_slack(L.rope, D, tok.position, rope_slack_u, tok.k_rot.data() + static_cast<size_t>(h * D), slack.data(),
                          1 + 0x1p-20);
+          rule.slack = slack.data();
         }
-        for (int d = 0; d < D; ++d) {
-          const size_t e = static_cast<size_t>(h * D + d);
-          const size_t gi = slot * static_cast<size_t>(H * D) + e;
-          const float g = got[gi], w = row.value[e];
-          const bool tie = row.tie[e] != 0.0f;
-          bool ok = same_bits(g, w) || (tie && std::fabs(double(g) - double(w)) <= 1.0001 * double(row.tie[e]));
-          if (ok && fmt_.dtype == DType::int8 && !codes.empty()) {
-            const int dc = int(codes[gi]) - int(row.codes[e]);
-            ok = dc == 0 || (tie && (dc == 1 || dc == -1));
-          }
-          double allowed = 0;
-          if (!ok && relax.on) {
-            if (fmt_.dtype == DType::int8) {
-              const auto step = [&](const float* scales) {
-                return fmt_.int8_scheme == Int8Scheme::static_tensor
-                           ? double(fmt_.scale)
-                           : double(scales[static_cast<size_t>(h * spr + d / int8_group_size(fmt_.int8_scheme, D))]);
-              };
-              const float* gs = got_scales.empty() ? nullptr : got_scales.data() + slot * static_cast<size_t>(H * spr);
-              const double sw = step(row.scales.data()), sg = gs ? step(gs) : sw;
-              allowed = slack[static_cast<size_t>(d)] + 0.5 * (sw + sg) * (1 + 0x1p-20);
-            } else {
-              const Precision stored = relax.stored.value_or(precision_of(fmt_.dtype));
-              allowed = slack[static_cast<size_t>(d)] + rounding_error(stored, g) + rounding_error(precision_of(fmt_.dtype), w);
-            }
-            ok = std::fabs(double(g) - double(w)) <= allowed;
-          }
-          if (!ok) {
-            return where + "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " +
-                   (pass == 0 ? "K" : "V") + "[head " + std::to_string(h) + "][dim " + std::to_string(d) +
-                   "] stores " + fmt(g) + ", spec says " + fmt(w) + " (" + to_string(fmt_) + ")" +
-                   (relax.on ? ", allowed " + fmt(allowed) + " for the declared " +
-                                   (relax.u_angle > 0 ? std::string("rope_angle") : std::string("storage"))
-                             : std::string());
-          }
+        const size_t e0 = static_cast<size_t>(h * D), s0 = static_cast<size_t>(h * spr);
+        const size_t g0 = slot * static_cast<size_t>(H * D) + e0, gs0 = slot * static_cast<size_t>(H * spr) + s0;
+        StoredRowView w{row.value.data() + e0, nullptr, nullptr, nullptr};
+        if (!row.codes.empty()) w.codes = row.codes.data() + e0;
+        if (!row.scales.empty()) w.scales = row.scales.data() + s0;
+        if (!row.tie.empty()) {
+          for (int d = 0; d < D; ++d) tie[static_cast<size_t>(d)] = row.tie[e0 + static_cast<size_t>(d)] != 0.0f;
+          w.tie = tie.data();
         }
+        // Codes and scales where the engine gives them whole (else its decoded values alone are judged).
+        StoredRowView g{(is_k ? snap.k : snap.v).data() + g0, nullptr, nullptr, nullptr};
+        if (codes.size() == cap * row_elems) g.codes = codes.data() + g0;
+        if (spr > 0 && scales.size() == cap * static_cast<size_t>(H * spr)) g.scales = scales.data() + gs0;
+        const std::optional<StoredMismatch> m = compare_stored_row(rule, D, h, is_k, w, g, nullptr);
+        if (m) return where + "slot " + std::to_string(slot) + " (token " + std::to_string(j) + ") " + m->text;
       }
     }
   }
@@ -326,20 +283,14 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
           // What the engine's declaration lets differ from spec §11.1's exact storage: its K rotation
           // (angles coarser than f64) and a fixed storage coarser than the config's dtype.
           const PrecisionProfile& p = result.info.precision;
-          Relaxed rk, rv;
+          StoredRule rk = stored_rule(cfg.k_format, p.k_storage), rv = stored_rule(cfg.v_format, p.v_storage);
+          double rope_u = 0;
           if (cfg.layers[static_cast<size_t>(l)].rope.style != RopeStyle::none && p.rope_angle != Precision::f64) {
-            rk.on = true;
-            rk.u_angle = unit_roundoff(p.rope_angle);
+            rope_u = unit_roundoff(p.rope_angle);
+            rk.why = "the declared rope_angle" + (rk.relaxed ? " and " + rk.why : std::string());
+            rk.relaxed = true;
           }
-          if (p.k_storage && *p.k_storage != precision_of(cfg.k_format.dtype) && cfg.k_format.dtype != DType::int8) {
-            rk.on = true;
-            rk.stored = p.k_storage;
-          }
-          if (p.v_storage && *p.v_storage != precision_of(cfg.v_format.dtype) && cfg.v_format.dtype != DType::int8) {
-            rv.on = true;
-            rv.stored = p.v_storage;
-          }
-          const std::string why = check_snapshot(cfg, l, s, *snap, oracle, spec_ring(l, s), rk, rv);
+          const std::string why = check_snapshot(cfg, l, s, *snap, oracle, spec_ring(l, s), rk, rv, rope_u);
           if (!why.empty()) result.failure = "after step " + std::to_string(st) + ", " + why;
         }
       }
