@@ -63,6 +63,8 @@ std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSna
   }
   std::vector<double> slack(static_cast<size_t>(D));
   std::vector<uint8_t> tie(static_cast<size_t>(D));
+  StoredRule rules[2] = {rule_k, rule_v};  // K's slack is refilled per row below
+  if (rope_slack_u > 0) rules[0].slack = slack.data();
   for (size_t slot = 0; slot < expect.size(); ++slot) {
     const int64_t j = expect[slot];
     const int64_t want = j < 0 ? RingKvCache::kEmpty : hist[static_cast<size_t>(j)].position;
@@ -75,7 +77,7 @@ std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSna
     for (int pass = 0; pass < 2; ++pass) {
       const bool is_k = pass == 0;
       const StoredRow& row = is_k ? tok.k : tok.v;
-      StoredRule rule = is_k ? rule_k : rule_v;
+      const StoredRule& rule = rules[pass];
       const int spr = scales_per_row(rule.format, D);
       const std::vector<int8_t>& codes = is_k ? snap.k_codes : snap.v_codes;
       const std::vector<float>& scales = is_k ? snap.k_scales : snap.v_scales;
@@ -84,7 +86,6 @@ std::string check_snapshot(const Config& cfg, int layer, int seq, const CacheSna
           // Pair norms from the f32 rotation before storage (a rotation keeps them; 2^-20: its rounding).
           stored_k_slack(L.rope, D, tok.position, rope_slack_u, tok.k_rot.data() + static_cast<size_t>(h * D), slack.data(),
                          1 + 0x1p-20);
-          rule.slack = slack.data();
         }
         const size_t e0 = static_cast<size_t>(h * D), s0 = static_cast<size_t>(h * spr);
         const size_t g0 = slot * static_cast<size_t>(H * D) + e0, gs0 = slot * static_cast<size_t>(H * spr) + s0;

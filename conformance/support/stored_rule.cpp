@@ -86,8 +86,11 @@ std::optional<StoredMismatch> compare_stored_row(const StoredRule& rule, int D, 
   const auto slack_of = [&](int e) { return rule.relaxed && rule.slack ? rule.slack[e] : 0.0; };
   double max_slack = 0;
   for (int e = 0; e < D; ++e) max_slack = std::max(max_slack, slack_of(e));
-  const std::string hd = "[head " + std::to_string(head) + "]";
-  const std::string format_text = to_string(f) + (rule.storage ? std::string(", declared storage ") + to_string(*rule.storage) : "");
+  // Message parts, built only for a mismatch (this runs for every row of every snapshot).
+  const auto hd = [&] { return "[head " + std::to_string(head) + "]"; };
+  const auto format_text = [&] {
+    return to_string(f) + (rule.storage ? std::string(", declared storage ") + to_string(*rule.storage) : "");
+  };
   const auto mismatch = [&](std::string what, int dim, double expected, double g, double bound, std::string text) {
     StoredMismatch m;
     m.what = std::move(what);
@@ -112,8 +115,8 @@ std::optional<StoredMismatch> compare_stored_row(const StoredRule& rule, int D, 
       const bool ok = same_bits(gs, ws) || (rule.relaxed && std::fabs(double(gs) - double(ws)) <= allowed);
       if (!ok) {
         return mismatch(std::string(KV) + " scale", e, ws, gs, allowed,
-                        std::string(KV) + " scale" + hd + "[group " + std::to_string(e) + "] is " + fmt(gs) + ", spec says " +
-                            fmt(ws) + " (" + format_text + ")" + allowed_for(allowed));
+                        std::string(KV) + " scale" + hd() + "[group " + std::to_string(e) + "] is " + fmt(gs) + ", spec says " +
+                            fmt(ws) + " (" + format_text() + ")" + allowed_for(allowed));
       }
     }
   }
@@ -140,8 +143,8 @@ std::optional<StoredMismatch> compare_stored_row(const StoredRule& rule, int D, 
       if (checked) ++*checked;
       if (!(gc == wc || ((tie || rule.relaxed) && std::abs(gc - wc) <= off))) {
         return mismatch(std::string(KV) + " code", e, wc, gc, off,
-                        std::string(KV) + " code" + hd + "[dim " + std::to_string(e) + "] is " + std::to_string(gc) +
-                            ", spec says " + std::to_string(wc) + " (" + format_text + ")" +
+                        std::string(KV) + " code" + hd() + "[dim " + std::to_string(e) + "] is " + std::to_string(gc) +
+                            ", spec says " + std::to_string(wc) + " (" + format_text() + ")" +
                             (rule.relaxed ? ", +-" + std::to_string(off) + " allowed for " + rule.why
                                           : tie ? std::string(", in the tie window: +-1 allowed") : std::string()));
       }
@@ -171,8 +174,8 @@ std::optional<StoredMismatch> compare_stored_row(const StoredRule& rule, int D, 
     if (checked) ++*checked;
     if (!ok) {
       return mismatch(std::string("stored ") + KV, e, wv, gv, allowed,
-                      std::string(KV) + hd + "[dim " + std::to_string(e) + "] stores " + fmt(gv) + ", spec says " + fmt(wv) +
-                          " (" + format_text + ")" + allowed_for(allowed));
+                      std::string(KV) + hd() + "[dim " + std::to_string(e) + "] stores " + fmt(gv) + ", spec says " + fmt(wv) +
+                          " (" + format_text() + ")" + allowed_for(allowed));
     }
   }
   return std::nullopt;
