@@ -117,8 +117,8 @@ std::vector<std::string> derive_classes(const Case& c) {
     if (l.window == 1) out.insert("W=1");
     if (l.window >= cfg.max_tokens) out.insert("W>=length");
     const RopeConfig& r = l.rope;
-    ropes.insert(std::string(to_string(r.style)) + ":" + fmt(r.theta) + ":" + std::to_string(rotary_dim(r, cfg.head_dim)) +
-                 ":" + to_string(r.scaling) + ":" + fmt(r.factor));
+    ropes.insert(std::string(to_string(r.style)) + ":" + show_number(r.theta) + ":" + std::to_string(rotary_dim(r, cfg.head_dim)) +
+                 ":" + to_string(r.scaling) + ":" + show_number(r.factor));
     out.insert(std::string("rope-") + to_string(r.style));
     if (r.style != RopeStyle::none) {
       if (r.scaling != RopeScaling::none) out.insert(std::string("rope-") + to_string(r.scaling));

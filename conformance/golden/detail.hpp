@@ -4,26 +4,21 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "golden/golden.hpp"
 #include "ringkv/quant.hpp"
 #include "support/case.hpp"
+#include "support/show.hpp"
 
 namespace ringkv::golden::detail {
+
+using conformance::show_number;
 
 constexpr int64_t k2p20 = int64_t{1} << 20;
 constexpr int64_t k2p24 = int64_t{1} << 24;
 constexpr int64_t k2p30 = int64_t{1} << 30;
-
-inline std::string fmt(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
 template <typename T>
 bool contains(const std::vector<T>& v, const T& x) {

@@ -354,7 +354,7 @@ GoldenCase golden_from_safetensors(const StFile& f) {
     if (!expected_names.count(name)) throw bad("unexpected tensor '" + name + "' (not part of golden format " + version + ")");
   }
   for (double n : g.n_keys) {
-    if (!(n >= 1)) throw bad("tensor 'score.n_keys' holds " + fmt(n) + ": every query sees at least its own key");
+    if (!(n >= 1)) throw bad("tensor 'score.n_keys' holds " + show_number(n) + ": every query sees at least its own key");
   }
   return g;
 }

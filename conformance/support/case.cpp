@@ -9,16 +9,10 @@
 #include "ringkv/engine.hpp"
 #include "ringkv/rope.hpp"
 #include "support/rng.hpp"
+#include "support/show.hpp"
 
 namespace ringkv::conformance {
 namespace {
-
-std::string num(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
 uint64_t salt_of(const std::vector<uint64_t>& salts, size_t i) { return i < salts.size() ? salts[i] : 0; }
 
@@ -232,14 +226,14 @@ std::string Case::id() const {
     if (L.rollback_reserve != 0) os << "Q" << L.rollback_reserve;  // spec 1.1; absent for spec 1 layers
     os << ":" << to_string(L.rope.style);
     if (L.rope.style != RopeStyle::none) {
-      os << ":th" << num(L.rope.theta) << ":R" << rotary_dim(L.rope, c.head_dim);
-      if (L.rope.scaling != RopeScaling::none) os << ":" << to_string(L.rope.scaling) << num(L.rope.factor);
+      os << ":th" << show_number(L.rope.theta) << ":R" << rotary_dim(L.rope, c.head_dim);
+      if (L.rope.scaling != RopeScaling::none) os << ":" << to_string(L.rope.scaling) << show_number(L.rope.factor);
     }
   }
   os << "]/Hq=" << c.num_q_heads << "/Hkv=" << c.num_kv_heads << "/D=" << c.head_dim << "/B=" << c.batch
      << "/T=" << c.max_tokens << "/K=" << to_string(c.k_format) << "/V=" << to_string(c.v_format)
-     << "/scale=" << (c.softmax_scale ? num(*c.softmax_scale) : "auto")
-     << "/cap=" << (c.softcap ? num(*c.softcap) : "none") << "/sinklogits=" << (c.sink_logits.empty() ? "no" : "yes")
+     << "/scale=" << (c.softmax_scale ? show_number(*c.softmax_scale) : "auto")
+     << "/cap=" << (c.softcap ? show_number(*c.softcap) : "none") << "/sinklogits=" << (c.sink_logits.empty() ? "no" : "yes")
      << "/p0=";
   for (int s = 0; s < c.batch; ++s) os << (s ? "," : "") << start_position(c, s);
   os << "/steps=";
@@ -250,7 +244,7 @@ std::string Case::id() const {
     for (size_t s = 0; s < steps[i].tokens.size(); ++s) os << (s ? "." : "") << steps[i].tokens[s];
   }
   os << "/data=" << to_string(data);
-  if (data == DataMode::random) os << num(qk_amplitude);
+  if (data == DataMode::random) os << show_number(qk_amplitude);
   if (data == DataMode::needle && !needle_windows.empty()) {
     os << "/needles=";
     for (size_t l = 0; l < needle_windows.size(); ++l) os << (l ? "," : "") << "W" << needle_windows[l] << "S" << needle_sinks[l];

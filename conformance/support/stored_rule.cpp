@@ -3,19 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <sstream>
 
 #include "ringkv/quant.hpp"
+#include "support/show.hpp"
 
 namespace ringkv::conformance {
 namespace {
-
-std::string fmt(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
 bool same_bits(float a, float b) {
   uint32_t x, y;
@@ -102,7 +95,7 @@ std::optional<StoredMismatch> compare_stored_row(const StoredRule& rule, int D, 
     return std::optional<StoredMismatch>(std::move(m));
   };
   const auto allowed_for = [&](double allowed) {
-    return rule.relaxed ? ", allowed " + fmt(allowed) + " for " + rule.why : std::string();
+    return rule.relaxed ? ", allowed " + show_number(allowed) + " for " + rule.why : std::string();
   };
 
   // Scales first: every code of the row is read through them.
@@ -115,8 +108,8 @@ std::optional<StoredMismatch> compare_stored_row(const StoredRule& rule, int D, 
       const bool ok = same_bits(gs, ws) || (rule.relaxed && std::fabs(double(gs) - double(ws)) <= allowed);
       if (!ok) {
         return mismatch(std::string(KV) + " scale", e, ws, gs, allowed,
-                        std::string(KV) + " scale" + hd() + "[group " + std::to_string(e) + "] is " + fmt(gs) + ", spec says " +
-                            fmt(ws) + " (" + format_text() + ")" + allowed_for(allowed));
+                        std::string(KV) + " scale" + hd() + "[group " + std::to_string(e) + "] is " + show_number(gs) + ", spec says " +
+                            show_number(ws) + " (" + format_text() + ")" + allowed_for(allowed));
       }
     }
   }
@@ -174,7 +167,7 @@ std::optional<StoredMismatch> compare_stored_row(const StoredRule& rule, int D, 
     if (checked) ++*checked;
     if (!ok) {
       return mismatch(std::string("stored ") + KV, e, wv, gv, allowed,
-                      std::string(KV) + hd() + "[dim " + std::to_string(e) + "] stores " + fmt(gv) + ", spec says " + fmt(wv) +
+                      std::string(KV) + hd() + "[dim " + std::to_string(e) + "] stores " + show_number(gv) + ", spec says " + show_number(wv) +
                           " (" + format_text() + ")" + allowed_for(allowed));
     }
   }
