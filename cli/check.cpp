@@ -253,6 +253,10 @@ int run_property_shard(const CheckOptions& opt) {
   const EngineUnderTest eng = make_engine(opt.engines[0], opt);
   PropertyRunOptions po = property_options(opt, eng.label);
   po.only = opt.property_shard;
+#ifdef RINGKV_HAVE_ABI
+  abi::CaseWarnings plugin_warnings;  // a plugin's worker that grew beyond its cache (a leak?), per property
+  po.take_warnings = [&] { return plugin_warnings.take(); };
+#endif
   std::vector<PropertyOutcome> outcomes;
   try {
     outcomes = run_properties(eng.factory, po);
@@ -544,8 +548,13 @@ int run_check(const CheckOptions& opt) {
         outcomes[i] = run_property_process(opt, eng.label, property_jobs[i].property);
         return;
       }
+      PropertyRunOptions po = property_options(opt, eng.label);
+#ifdef RINGKV_HAVE_ABI
+      abi::CaseWarnings plugin_warnings;  // a plugin's worker that grew beyond its cache (a leak?), per property
+      po.take_warnings = [&] { return plugin_warnings.take(); };
+#endif
       try {
-        outcomes[i] = run_properties(eng.factory, property_options(opt, eng.label));
+        outcomes[i] = run_properties(eng.factory, po);
       } catch (const std::invalid_argument& e) {
         throw InputError(e.what());
       }
@@ -676,8 +685,9 @@ int run_check(const CheckOptions& opt) {
   // first failing case, its shrunk case and a replay line for each.
   for (const auto& [eng, p] : props) {
     std::printf("property %-22s %s%s%s\n", p.name.c_str(), p.passed ? "passed" : "FAILED",
-                p.skipped ? " (skipped)" : "", p.passed ? "" : (" on engine " + eng).c_str());
+                p.skipped ? " (skipped)" : "", p.passed && p.warnings.empty() ? "" : (" on engine " + eng).c_str());
     if (!p.passed) std::printf("%s", p.report.c_str());
+    for (const std::string& w : p.warnings) std::printf("  WARNING: %s\n", w.c_str());
   }
   // Unusable golden files: an error of the input, never a verdict on the engine (exit code 2 when
   // nothing failed).
@@ -720,11 +730,15 @@ int run_check(const CheckOptions& opt) {
     }
   }
   if (properties) {
-    int pf = 0;
-    for (const auto& pr : props) pf += pr.second.passed ? 0 : 1;
+    int pf = 0, pw = 0;
+    for (const auto& pr : props) {
+      pf += pr.second.passed ? 0 : 1;
+      pw += pr.second.warnings.empty() ? 0 : 1;
+    }
     if (opt.replay.empty()) {
       std::printf("; %zu properties (seed %llu, %d cases each), %d failed", props.size(),
                   static_cast<unsigned long long>(opt.seed), opt.cases, pf);
+      if (pw) std::printf(", %d with warnings", pw);
     } else {
       std::printf("; replayed %s: %s", opt.replay.c_str(), pf ? "FAILED" : "passed");
     }
@@ -786,6 +800,7 @@ int run_check(const CheckOptions& opt) {
     }
     for (const auto& [eng, p] : props) {
       json jp = {{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"skipped", p.skipped}, {"report", p.report}};
+      jp["warnings"] = p.warnings;
       if (!p.passed && p.error.empty()) {
         const auto fc = [](const FailingCase& c) {
           return json{{"id", c.id}, {"shape", c.shape}, {"tokens", c.tokens}, {"steps", c.steps},
@@ -849,6 +864,7 @@ int run_check(const CheckOptions& opt) {
         if (e != eng.label) continue;
         x << "    <testcase classname=\"property\" name=\"" << xml_escape(p.name) << "\">";
         if (!p.passed) x << "<failure message=\"property failed\">" << xml_escape(p.report) << "</failure>";
+        for (const std::string& w : p.warnings) x << "<system-out>" << xml_escape("WARNING: " + w) << "</system-out>";
         x << "</testcase>\n";
       }
       x << "  </testsuite>\n";

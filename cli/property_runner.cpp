@@ -420,6 +420,17 @@ std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const 
   std::optional<Replay> replay;
   if (!opt.replay.empty()) replay = parse_token(opt.replay);
   const std::regex keep(opt.filter.empty() ? ".*" : opt.filter), drop(opt.exclude.empty() ? "$^" : opt.exclude);
+  if (opt.take_warnings) (void)opt.take_warnings();  // raised before the first property: not a property's
+  const auto keep_warnings = [&](PropertyOutcome& o) {
+    if (!opt.take_warnings) return;
+    std::vector<std::string> w = opt.take_warnings();
+    if (w.size() > kMaxPropertyWarnings) {
+      const size_t more = w.size() - kMaxPropertyWarnings;
+      w.resize(kMaxPropertyWarnings);
+      w.push_back("... and " + std::to_string(more) + " more warning(s) like these from this property's cases");
+    }
+    o.warnings = std::move(w);
+  };
   for (const PropertyInfo& p : all_properties()) {
     if (replay) {
       if (replay->property != p.name) continue;
@@ -443,6 +454,7 @@ std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const 
     }
     PropertyRun run(factory, p, opt);
     out.push_back(replay ? run.replay(*replay) : run.search());
+    keep_warnings(out.back());
   }
   if (replay && out.empty()) {
     throw std::invalid_argument("--replay: no property named " + replay->property);
@@ -456,7 +468,7 @@ std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FailingCase, id, shape, tokens, steps, step, reason, replay)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PropertyOutcome, name, passed, skipped, cases_run, report, failing_case, first, shrunk,
                                    shrink_attempted, fully_shrunk, shrink_steps, shrink_tries, seconds, seconds_to_first,
-                                   seconds_shrinking, replayed, error)
+                                   seconds_shrinking, replayed, error, warnings)
 
 std::string outcome_to_json(const PropertyOutcome& outcome) { return nlohmann::json(outcome).dump(); }
 

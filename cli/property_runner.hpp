@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct PropertyRunOptions {
   /// What the reproduce lines start with, e.g. "ringkv check --engine 'x.so'" (then " --no-golden
   /// --replay TOKEN"); a command holding "{token}" is the whole line, with the quoted token there.
   std::string command;
+  /// Called once before the first property and after each: the warnings raised since (by the caller's
+  /// engine: a plugin's worker that grew beyond its cache over a case, a leak?), drained, so each
+  /// property gets those of its own cases (PropertyOutcome::warnings). Unset: none collected.
+  std::function<std::vector<std::string>()> take_warnings;
 };
 
 /// One failing case of a property, as the report shows it.
@@ -67,7 +72,13 @@ struct PropertyOutcome {
   double seconds_shrinking = 0;  ///< shrink time
   bool replayed = false;         ///< a --replay run
   std::string error;             ///< the run itself failed (a replay token that does not fit, ...)
+  /// Not a failure: the warnings its cases raised (PropertyRunOptions::take_warnings), the first
+  /// kMaxPropertyWarnings verbatim, then one line saying how many more.
+  std::vector<std::string> warnings;
 };
+
+/// How many of a property's warnings its outcome keeps verbatim (a leak warns on every case).
+constexpr size_t kMaxPropertyWarnings = 3;
 
 /// Runs every property (whose name matches the filter) against the engine.
 std::vector<PropertyOutcome> run_properties(const EngineFactory& factory, const PropertyRunOptions& options);
