@@ -14,7 +14,14 @@ set -euo pipefail
 name=$1 src=$2 venv=$3 ringkv=$4 work=$5 random_n=$6 seed=$7 bug_cases=$8
 shift 8
 py="$venv/bin/python"
-if [ ! -x "$py" ] || ! "$py" -c "import onnxruntime, onnx, jax, numpy, safetensors" 2>/dev/null; then
+case "$name" in  # the engine's own modules, pinned in engines/requirements.txt
+  onnxruntime) modules="onnxruntime, onnx" ;;
+  jax) modules="jax" ;;
+  mlx) modules="mlx.core, mlx_lm" ;;
+  transformers) modules="torch, transformers" ;;
+  *) modules="numpy" ;;
+esac
+if [ ! -x "$py" ] || ! "$py" -c "import $modules, numpy, safetensors" 2>/dev/null; then
   echo "FAILED: no virtual environment with the engines at $venv: run ./scripts/install-deps.sh (it creates" >&2
   echo "        .venv with the pinned versions of engines/requirements.txt: python3 -m venv .venv &&" >&2
   echo "        .venv/bin/pip install -r engines/requirements.txt)" >&2

@@ -16,8 +16,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   python3 python3-venv \
   clang-14 libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer
 
-# The real engines judged by engines/ (ONNX Runtime, JAX): a virtual environment at .venv with the
-# exact versions of engines/requirements.txt (PyPI). The `engines` ctests use it and fail, saying
+# The real engines judged by engines/ (ONNX Runtime, JAX, mlx-lm, transformers with torch): a virtual
+# environment at .venv with the exact versions of engines/requirements.txt (PyPI; about 6 GB, most of
+# it torch's CUDA libraries). The `engines` ctests use it and fail, saying
 # to run this script, without it.
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ ! -x "$ROOT/.venv/bin/python" ]; then python3 -m venv "$ROOT/.venv"; fi
