@@ -226,7 +226,9 @@ def deviation_problems(expected, classes_of):
     for name, c, classes in cases:
         d = c.get("deviation")
         if d not in declared:
-            problems.append(f"{name}: its \"deviation\" {d!r} is none of the declared deviations {sorted(declared)}")
+            problems.append(f"{name}: its \"deviation\" {d!r} is none of the declared deviations {sorted(declared)} "
+                            "(expected.json: \"deviations\": {ID: {\"title\": ..., \"classes\": [the classes it is about]}}, "
+                            "and each deviation case names its ID in \"deviation\"; docs/engines.md, Updating expected.json)")
         elif not set(declared[d]["classes"]) <= set(classes):
             problems.append(f"{name}: deviation {d} is about {declared[d]['classes']}, the case has classes {classes}")
     return problems
