@@ -1,6 +1,8 @@
 """The pytest plugin, run as a user runs it (pytest in a subprocess, the plugin from the entry point)."""
 import os
 import re
+import subprocess
+import sys
 
 import ringkv
 
@@ -75,3 +77,32 @@ def test_without_the_option_the_plugin_adds_nothing(pytester):
     result.assert_outcomes(passed=1)
     assert "ringkv" in result.stdout.str()  # the plugin is loaded (from the installed entry point) ...
     assert "ringkv-golden" not in result.stdout.str()  # ... and silent
+
+
+def test_the_readmes_command_as_written_in_a_folder_holding_only_the_engine(tmp_path, golden_dir, manifest, ringkv_cli):
+    """README.md and python/README.md: bare `pytest --ringkv-engine=my_engine:make_engine` (the console script,
+    which, unlike `python -m pytest`, does not put the current folder on sys.path) in a folder that holds
+    only my_engine.py, with the installed package (PYTHONPATH: the folder the wheel was installed into)
+    and the CLI on PATH, as the README's `PATH=/opt/ringkv/bin:$PATH pytest ...` has it."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "my_engine.py").write_text("from ringkv.examples.numpy_engine import NumpyEngine\n\n\n"
+                                       "def make_engine():\n    return NumpyEngine()\n")
+    pytest_script = os.path.join(os.path.dirname(sys.executable), "pytest")
+    assert os.access(pytest_script, os.X_OK), f"no pytest console script next to {sys.executable}"
+    site = os.path.dirname(os.path.dirname(os.path.abspath(ringkv.__file__)))
+    env = {k: v for k, v in os.environ.items() if k not in ("RINGKV", "PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    env.update(PYTHONPATH=site, PATH=os.path.dirname(os.path.abspath(ringkv_cli)) + os.pathsep + env.get("PATH", ""))
+    proc = subprocess.run([pytest_script, "--ringkv-engine=my_engine:make_engine", f"--ringkv-golden={golden_dir}"],
+                          cwd=user, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert "cannot import" not in out, out
+    assert proc.returncode == 0, out
+    assert re.search(rf"\b{len(manifest)} passed\b", out), out
+
+
+def test_an_engine_module_found_nowhere_names_where_it_was_looked_for(pytester, golden_dir):
+    result = run(pytester, golden_dir, "--ringkv-engine=no_such_engine_module:make_engine")
+    result.stderr.fnmatch_lines(["*cannot import no_such_engine_module: No module named 'no_such_engine_module'"
+                                 " (searched sys.path*)"])
+    assert result.ret != 0

@@ -15,12 +15,15 @@ protocol) into its own outputs folder and runs `ringkv check --outputs` on it:
   classes and the command that reproduces it; the case id is in the message and in the test's
   user_properties (JUnit).
 
+MODULE is imported from sys.path, else from the folder pytest runs in or its rootdir (as pytest finds a
+conftest.py there): bare `pytest` next to mymodule.py finds it, as `python -m pytest` does.
 Without --ringkv-engine the plugin adds nothing. --ringkv-golden defaults to the installed CLI's own
 golden set (share/ringkv/golden next to bin/ringkv); the CLI comes from --ringkv, $RINGKV or PATH.
 """
 import importlib
 import os
 import re
+import sys
 
 import pytest
 
@@ -38,21 +41,52 @@ def pytest_addoption(parser):
     group.addoption("--ringkv-filter", metavar="REGEX", help="only the cases whose name matches this regex")
 
 
-def load_factory(spec):
-    """MODULE:FACTORY -> the callable. Raises pytest.UsageError with what is wrong."""
+def load_factory(spec, search_dirs=()):
+    """MODULE:FACTORY -> the callable. Raises pytest.UsageError with what is wrong.
+
+    MODULE is imported from sys.path and, when it is not found there, from search_dirs (the folder
+    pytest runs in, then its rootdir): bare `pytest` does not put the current folder on sys.path
+    (`python -m pytest` does), yet `pytest --ringkv-engine=my_engine:make_engine` next to my_engine.py
+    must find it, as pytest finds a conftest.py there."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise pytest.UsageError(f"--ringkv-engine {spec}: expected MODULE:FACTORY, e.g. mymodule:make_engine")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_engine_module(module_name, search_dirs)
     except ImportError as e:
-        raise pytest.UsageError(f"--ringkv-engine {spec}: cannot import {module_name}: {e}") from None
+        not_found = isinstance(e, ModuleNotFoundError) and e.name == module_name.split(".")[0]
+        where = f" (searched sys.path{''.join(f', {d}' for d in _new_dirs(search_dirs))})" if not_found else ""
+        raise pytest.UsageError(f"--ringkv-engine {spec}: cannot import {module_name}: {e}{where}") from None
     factory = module
     for part in attr.split("."):
         factory = getattr(factory, part, None)
     if not callable(factory):
         raise pytest.UsageError(f"--ringkv-engine {spec}: {module_name} has no callable {attr}")
     return factory
+
+
+def _new_dirs(search_dirs):
+    """The search_dirs not on sys.path yet (absolute, each once, in order)."""
+    on_path = {os.path.abspath(p or os.curdir) for p in sys.path}
+    dirs = []
+    for d in map(os.path.abspath, map(str, search_dirs)):
+        if d not in on_path and d not in dirs:
+            dirs.append(d)
+    return dirs
+
+
+def _import_engine_module(module_name, search_dirs):
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        top = module_name.split(".")[0]
+        dirs = [d for d in _new_dirs(search_dirs)
+                if os.path.isfile(os.path.join(d, top + ".py")) or os.path.isdir(os.path.join(d, top))]
+        if e.name != top or not dirs:  # not found anywhere, or a module the engine imports is missing
+            raise
+        sys.path.insert(0, dirs[0])  # kept: the engine may import its neighbours later, as under python -m pytest
+        importlib.invalidate_caches()
+        return importlib.import_module(module_name)
 
 
 class CaseSet:
@@ -75,7 +109,7 @@ class RingkvSession:
         from .outputs import write_capabilities
         from .replay import capabilities_of, engine_name
         opt = config.getoption
-        self.factory = load_factory(opt("--ringkv-engine"))
+        self.factory = load_factory(opt("--ringkv-engine"), (config.invocation_params.dir, config.rootpath))
         try:
             self.engine = self.factory()
             self.ringkv = find_ringkv(opt("--ringkv"))
