@@ -1,7 +1,9 @@
 # `ringkv golden generate --random` (issue 10): a fresh set of random cases from the property
 # generators, within a capabilities file; it verifies, the reference passes it, W + 1 fails it with a
 # reproduce line that regenerates the set.
-#   cmake -DRINGKV=ringkv -DWORK=dir -DCAPS=caps.json -DMUTANT=plugin.so -P random_set.cmake
+# With capabilities that declare rollback (ROLLBACK_CAPS, issue 26), the set carries rollback cases
+# (honoured and refused), on by default, and the reference passes them.
+#   cmake -DRINGKV=ringkv -DWORK=dir -DCAPS=caps.json -DROLLBACK_CAPS=caps.json -DMUTANT=plugin.so -P random_set.cmake
 function(run expect_rc regex)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc STREQUAL "${expect_rc}")
@@ -31,4 +33,10 @@ file(READ ${WORK}-other/manifest.json other)
 if(first STREQUAL other)
   message(FATAL_ERROR "another seed gave the same set")
 endif()
+# Rollback (spec 1.1) where the capabilities declare it: 1 case in 13, as the properties draw them.
+run(0 "wrote 40 random cases" ${RINGKV} golden generate --random 40 --seed 5 --capabilities ${ROLLBACK_CAPS} --out ${WORK}-rollback)
+run(0 "golden set verified" ${RINGKV} golden verify ${WORK}-rollback)
+run(0 "\nrandom_5_12  feature  [^\n]*rollback-refused[^\n]*\nrandom_5_13 .*\nrandom_5_25  feature  [^\n]*rollback-"
+    ${RINGKV} golden list --golden ${WORK}-rollback)
+run(0 "PASSED: 40 passed" ${RINGKV} check --quiet --golden ${WORK}-rollback --engine reference --filter "^")
 message(STATUS "random golden sets: generated, verified, judged")

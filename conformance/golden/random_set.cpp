@@ -7,6 +7,7 @@
 
 #include <rapidcheck.h>
 
+#include "property/properties.hpp"
 #include "support/capabilities.hpp"
 #include "support/generators.hpp"
 #include "support/rng.hpp"
@@ -25,10 +26,15 @@ conformance::CaseOptions random_set_options() {
 std::vector<GoldenSpec> random_golden_set(int n, uint64_t seed, const Capabilities& caps) {
   if (n < 1 || n > 100000) throw Error("random golden set: n = " + std::to_string(n) + " must be in [1, 100000]");
   std::vector<GoldenSpec> set;
-  const conformance::CaseOptions opt = random_set_options();
+  const std::vector<conformance::PropertyInfo>& properties = conformance::all_properties();
   for (int i = 0; i < n; ++i) {
     // Case i depends on (seed, i) only, and grows with i as a property's cases do (size i % 100).
     const uint64_t s = conformance::hash_coords(0x72616e646f6dull, seed, static_cast<uint64_t>(i));
+    // Case i draws its schedule as property i mod 13 does, so rollback schedules come in the proportion
+    // the properties use (the Rollback property's generator, 1 case in 13) wherever the capabilities
+    // declare rollback (spec 1.1); without it, every case is a spec 1 case.
+    conformance::CaseOptions opt = random_set_options();
+    opt.rollbacks = caps.rollback && properties[static_cast<size_t>(i) % properties.size()].options.rollbacks;
     conformance::Case c = conformance::gen_case(caps, opt)(rc::Random(s), i % 100).value();
     conformance::freeze_needles(c);
     if (const std::string gap = conformance::capability_gap(caps, c); !gap.empty()) {
