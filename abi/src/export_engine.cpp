@@ -181,7 +181,7 @@ ringkv_status api_get_capabilities(ringkv_capabilities* caps) {
     k.max_tokens = c.max_tokens;
     k.precision = profile_of(s.precision, s.storage_as_configured);
     // A fixed storage the factory declares (Capabilities::k_storage/v_storage) is its profile's: the host
-    // maps it back to the capability to run f32-storage cases (plugin_engine.cpp, map_capabilities).
+    // maps it back to the capability to run f32-storage cases (capabilities_map.cpp, map_capabilities).
     if (c.k_storage) k.precision.k_storage = static_cast<int32_t>(*c.k_storage);
     if (c.v_storage) k.precision.v_storage = static_cast<int32_t>(*c.v_storage);
     copy_name(k.name, s.factory.name);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "capabilities_map.hpp"
 #include "ringkv/engine.hpp"
 #include "ringkv/engine_abi.h"
 
@@ -107,14 +108,6 @@ class CaseWarnings {
 EngineFactory plugin_engine_factory(const std::string& plugin_path, PluginOptions opts = {});
 EngineFactory plugin_engine_factory(std::shared_ptr<Plugin> plugin);
 
-/// ringkv::Capabilities of a plugin's declaration; the ABI 1.2 fields count only from a plugin built
-/// against ABI minor >= 2 (`plugin_abi_version`: its ringkv_engine_api.abi_version).
-Capabilities map_capabilities(const ringkv_capabilities& caps, bool has_snapshot, uint32_t plugin_abi_version);
-
-/// ringkv::PrecisionProfile of a plugin's declaration for a config. precision2 all zero (what the
-/// host leaves for an ABI 1.0 plugin, which does not know it) means profile 1: q.k and P.V both
-/// accumulate in precision.accumulator, q is not quantised. Throws ringkv::Error on a value that is
-/// not a ringkv_precision / ringkv_q_quant, naming the field.
-PrecisionProfile map_profile(const ringkv_precision_profile& p, const ringkv_precision_profile2& p2, const Config& c);
+// map_capabilities() and map_profile(): capabilities_map.hpp.
 
 }  // namespace ringkv::abi

@@ -1,4 +1,4 @@
-// ringkv ABI: the wire protocol between the host (plugin_engine.cpp) and the
+// ringkv ABI: the wire protocol between the host (plugin_host.cpp) and the
 // plugin worker process (worker.cpp). Internal: both sides are built from the
 // same sources, on the same machine, so PODs cross as raw bytes. Each message
 // (header and payload) goes in one sendmsg, so a request wakes the other side once.

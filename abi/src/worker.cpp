@@ -1,7 +1,7 @@
 // ringkv_plugin_worker: the process a plugin engine runs in (its main: worker_main.cpp; this file
 // serves the requests, worker.hpp).
 //
-//   ringkv_plugin_worker PLUGIN.so GUARD_FLOATS      (started by plugin_engine.cpp, never by hand)
+//   ringkv_plugin_worker PLUGIN.so GUARD_FLOATS      (started by plugin_host.cpp, never by hand)
 //
 // It dlopens the plugin, checks its ABI version, and serves the host's
 // requests (protocol.hpp) on fd 3 until the host closes it. Every output

@@ -1,6 +1,6 @@
 // ringkv_plugin_worker's main: the process a plugin engine runs in (worker.cpp serves the requests).
 //
-//   ringkv_plugin_worker PLUGIN.so GUARD_FLOATS      (started by plugin_engine.cpp, never by hand)
+//   ringkv_plugin_worker PLUGIN.so GUARD_FLOATS      (started by plugin_host.cpp, never by hand)
 #include <signal.h>
 #include <unistd.h>
 
