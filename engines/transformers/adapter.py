@@ -5,7 +5,7 @@
                [--ringkv RINGKV] [--filter REGEX] [--bug window+1|rope-from-slot]
     ringkv check --outputs OUT_DIR --golden GOLDEN_DIR
 
-(the variant can also come from the environment, RINGKV_TF_VARIANT; default dynamic-sdpa, what
+(the variant can also come from the environment, RINGKV_ENGINE_VARIANT; default dynamic-sdpa, what
 `generate` uses.) Nothing of the cache, the mask or RoPE is written here: each case runs through the
 objects a transformers model builds, called in the order its forward calls them (MistralModel.forward,
 Qwen2Model.forward, Gemma2Model.forward, GptOssModel.forward):
@@ -125,6 +125,13 @@ FAMILIES = {  # the model's module: its config, attention and rotary classes, it
 }
 
 
+def hidden_size(case):
+    """(Hq + 2 Hkv) D, rounded up to a multiple of Hq (the configs' validate_architecture wants
+    hidden_size % num_attention_heads == 0); the extra columns are zero and no projection reads them."""
+    n = (case.Hq + 2 * case.Hkv) * case.D
+    return -(-n // case.Hq) * case.Hq
+
+
 def build_config(case, family, attn, bug):
     """The model config of a case (tiny: only the attention of each layer is built)."""
     W = sorted({lay["window"] for l, lay in enumerate(case.layers) if case.is_sliding(l)})
@@ -134,7 +141,7 @@ def build_config(case, family, attn, bug):
     if rp["scaling"] == "linear":
         rope = {"rope_type": "linear", "rope_theta": float(rp["theta"]), "factor": float(rp["factor"])}
     Hq, Hkv, D = case.Hq, case.Hkv, case.D
-    kw = dict(hidden_size=(Hq + 2 * Hkv) * D, num_attention_heads=Hq, num_key_value_heads=Hkv, head_dim=D,
+    kw = dict(hidden_size=hidden_size(case), num_attention_heads=Hq, num_key_value_heads=Hkv, head_dim=D,
               num_hidden_layers=case.L, intermediate_size=8, vocab_size=8, max_position_embeddings=2 ** 31,
               rope_parameters=rope, attention_dropout=0.0)
     types = ["sliding_attention" if case.is_sliding(l) else "full_attention" for l in range(case.L)]
@@ -165,15 +172,14 @@ class Model:
         self.rotary = rot_cls(config=self.config)
         Hq, Hkv, D = case.Hq, case.Hkv, case.D
         nq, nk = Hq * D, Hkv * D
-        hidden = nq + 2 * nk
-        eye = torch.eye(hidden, dtype=torch.float32)
+        eye = torch.eye(hidden_size(case), dtype=torch.float32)
         self.attn = []
         with torch.no_grad():
             for l in range(case.L):
                 a = attn_cls(self.config, layer_idx=l).eval()
                 a.q_proj.weight.copy_(eye[:nq])
                 a.k_proj.weight.copy_(eye[nq:nq + nk])
-                a.v_proj.weight.copy_(eye[nq + nk:])
+                a.v_proj.weight.copy_(eye[nq + nk:nq + 2 * nk])
                 a.o_proj.weight.copy_(eye[:, :nq])
                 for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj):
                     if p.bias is not None:
@@ -248,7 +254,7 @@ class Sequences:
 class TransformersAttention:
     def __init__(self, bug=None, variant=None):
         self.bug = bug
-        self.variant = variant or os.environ.get("RINGKV_TF_VARIANT", "dynamic-sdpa")
+        self.variant = variant or os.environ.get("RINGKV_ENGINE_VARIANT", "dynamic-sdpa")
         if self.variant not in VARIANTS:
             raise SystemExit(f"unknown variant {self.variant!r} (one of {', '.join(VARIANTS)})")
         self.static = self.variant.startswith("static")
@@ -287,6 +293,10 @@ class TransformersAttention:
             return f"sliding windows {sorted(windows)}: one config.sliding_window for all sliding layers"
         if any(lay["sinks"] for lay in case.layers):
             return "sink tokens: transformers 5 has no SinkCache"
+        try:  # the config class's own validation (strict dataclass validators)
+            build_config(case, family, self.attn, self.bug)
+        except Exception as e:  # noqa: BLE001 - its message is the reason
+            return f"{FAMILIES[family][1]} refuses the config: {type(e).__name__}: {e}".replace("\n", " ")
         return None
 
     def profile(self, case):
@@ -384,13 +394,13 @@ class TransformersAttention:
             s.cache.crop(0)  # assisted generation crops after every forward, 0 tokens when all were accepted
         width = max(c.n for c in group)
         B = len(group)
-        x = np.zeros((case.L, B, width, (Hq + 2 * Hkv) * D), np.float32)
+        x = np.zeros((case.L, B, width, hidden_size(case)), np.float32)
         positions = np.ones((B, width), np.int64)  # generate's position_ids for padding: 1
         new_mask = np.zeros((B, width), np.int64)
         W = min([lay["window"] for l, lay in enumerate(case.layers) if case.is_sliding(l)] or [case.max_tokens])
         for b, c in enumerate(group):
             pad = width - c.n
-            x[:, b, pad:] = np.concatenate([c.q.reshape(case.L, c.n, -1), c.k.reshape(case.L, c.n, -1),
+            x[:, b, pad:, :(Hq + 2 * Hkv) * D] = np.concatenate([c.q.reshape(case.L, c.n, -1), c.k.reshape(case.L, c.n, -1),
                                             c.v.reshape(case.L, c.n, -1)], axis=-1)
             index = np.arange(c.index, c.index + c.n, dtype=np.int64)
             if self.bug == "rope-from-slot":
@@ -403,7 +413,7 @@ class TransformersAttention:
         s.forwards += 1
         s.cropped = False
         # q_rot, k_rot: the model's apply_rotary_pos_emb on the q and k its projections pass ([L][B][H][n][D])
-        heads = xt.reshape(case.L, B, width, Hq + 2 * Hkv, D).transpose(2, 3)
+        heads = xt[..., :(Hq + 2 * Hkv) * D].reshape(case.L, B, width, Hq + 2 * Hkv, D).transpose(2, 3)
         rot = [self.model.rotated(heads[l, :, :Hq], heads[l, :, Hq:Hq + Hkv], position_embeddings) for l in range(case.L)]
         results = {}
         for b, c in enumerate(group):
