@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Finds which keys mlx-lm's ring cache lets each query see, on every path, by running it through the adapter.
+
+One head, head dim 32, q = 0 and k = 0 (uniform attention over the visible keys), and V of the t-th
+token appended the unit vector e_t: the output is 1/n at every visible token and 0 elsewhere. A
+removed (trimmed) token keeps its own t, so a query that still sees it shows it.
+Each path is the adapter's (adapter.MlxRing: the model's attention module, RotatingKVCache /
+BatchRotatingKVCache, the masks built as the model builds them), for a ring of spec W, S sinks and
+reserve Q (RotatingKVCache(max_size = S + W + Q, keep = S)):
+  decode    tokens one at a time (RotatingKVCache._update_in_place)
+  prefill   every token in one chunk, longer than the ring (_update_concat from empty)
+  wrap      one at a time until the ring has wrapped, then a chunk of 5 (_update_concat after a wrap)
+  trim      5 tokens, trim_prompt_cache(cache, 2), 8 more one at a time, trim 1, 2 more: every trim is
+            also compared with spec 1.1 §5.1.2's honour rule (a refusal the spec does not make is a FINDING)
+  batch     two sequences through BatchRotatingKVCache as BatchGenerator runs them: a right-padded
+            prompt of 6 and 3 tokens (prepare / finalize), then one token each per step
+For each path, every query's visible set is compared with spec §2 (j <= i and (j < S or j > i - W)).
+The paths and (W, S, Q) whose sets differ are printed as FINDINGs; the test exits 1 when the set of
+differing paths is not KNOWN below (mlx-lm changed: look again, then update KNOWN and SECTION.md).
+"""
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import adapter  # noqa: E402
+
+D = 32
+ROPE = {"style": "neox", "theta": 10000.0, "scaling": "none", "factor": 1.0, "rotary_dim": None}
+# (path, has sinks) -> what mlx-lm does instead of spec §2, as found by this test (SECTION.md).
+KNOWN = {
+    ("prefill", True): "a chunk attends over a window of max_size = S + W keys with no sinks",
+    ("wrap", True): "a chunk attends over a window of max_size = S + W keys with no sinks",
+    ("batch", True): "BatchRotatingKVCache.merge drops keep: the sinks are evicted",
+    ("trim refusal", False): "is_trimmable is offset < max_size: once the cache holds max_size tokens nothing is trimmed",
+    ("trim refusal", True): "is_trimmable is offset < max_size: once the cache holds max_size tokens nothing is trimmed",
+}
+
+
+def make_engine(W, S, Q, B, max_tokens):
+    case = SimpleNamespace(k_dtype="f32", v_dtype="f32", Hq=1, Hkv=1, D=D, L=1, B=B, max_tokens=max_tokens,
+                           scale=1.0, sink_logits=[], steps=[],
+                           layers=[{"window": W, "sinks": S, "rollback_reserve": Q, "rope": ROPE}])
+    engine = adapter.MlxRing()
+    engine.start(case)
+    return engine
+
+
+def chunk(seq, ids):
+    """A chunk of tokens with q = k = 0 and V = e_id."""
+    n = len(ids)
+    v = np.zeros((1, n, 1, D), np.float32)
+    for i, t in enumerate(ids):
+        v[0, i, 0, t] = 1
+    zeros = np.zeros((1, n, 1, D), np.float32)
+    return SimpleNamespace(seq=seq, n=n, q=zeros, k=zeros, v=v)
+
+
+def seen(out):
+    """The ids a query's output [1][n][1][D] row shows, per row."""
+    return [[t for t in range(D) if row[0, t] > 1e-6] for row in out[0]]
+
+
+def spec(i, W, S):
+    return [j for j in range(i + 1) if j < S or j > i - W]
+
+
+class Run:
+    """One sequence: ids[k] is the id (V = e_id) of the token that now has index k."""
+
+    def __init__(self):
+        self.ids, self.next_id, self.got, self.high = [], 0, [], 0  # high: spec 1.1's high-water mark H
+
+    def take(self, n):
+        new = list(range(self.next_id, self.next_id + n))
+        self.next_id += n
+        return new
+
+    def record(self, new, rows, W, S):
+        for t, got in zip(new, rows):
+            self.ids.append(t)
+            i = len(self.ids) - 1
+            want = [self.ids[j] for j in spec(i, W, S)]
+            self.got.append((i, got, want))
+        self.high = max(self.high, len(self.ids))
+
+    def honoured(self, n, W, S, C):
+        """Spec 1.1 §5.1.2's honour rule for one sliding layer of capacity C."""
+        m = len(self.ids) - n
+        lo = max(S, m - W + 1)
+        return lo > m - 1 or lo + (C - S) >= self.high
+
+    def roll_back(self, n, S):
+        del self.ids[-n:]
+        if len(self.ids) <= S:
+            self.high = len(self.ids)
+
+
+def single(W, S, Q, plan):
+    """plan: a list of ("append", n) and ("trim", n) on one sequence. Returns (mismatches, notes)."""
+    T = sum(n for what, n in plan if what == "append")
+    engine = make_engine(W, S, Q, 1, max_tokens=T + 100)
+    run, refusals = Run(), []
+    for what, n in plan:
+        if what == "append":
+            new = run.take(n)
+            out = engine.append([chunk(0, new)])[0]
+            run.record(new, seen(out), W, S)
+            continue
+        spec_honours = run.honoured(n, W, S, S + W + Q)
+        try:
+            engine.rollback([(0, n)])
+            refused = False
+        except adapter.Refused:
+            refused = True
+        if refused == spec_honours:
+            refusals.append(f"trim {n} of {len(run.ids)} (H {run.high}): mlx " + ("refuses" if refused else "honours") +
+                            ", spec " + ("honours" if spec_honours else "refuses"))
+        if not refused:
+            run.roll_back(n, S)
+    return [g for g in run.got if g[1] != g[2]], refusals
+
+
+def batch(W, S, Q):
+    engine = make_engine(W, S, Q, 2, max_tokens=100)
+    engine.batched = True
+    engine.caches = [type(l.new_cache()).merge([l.new_cache() for _ in range(2)]) for l in engine.model.layers]
+    runs, bad = [Run(), Run()], []
+    for lengths in [(6, 3)] + [(1, 1)] * 7:
+        news = [runs[b].take(n) for b, n in enumerate(lengths)]
+        news = [[t + 16 * b for t in new] for b, new in enumerate(news)]  # sequence 1's ids from 16 on
+        outs = engine.append([chunk(b, new) for b, new in enumerate(news)])
+        for b in range(2):
+            runs[b].record(news[b], seen(outs[b]), W, S)
+    for b in range(2):
+        bad += [(f"seq {b}",) + g for g in runs[b].got if g[1] != g[2]]
+    return bad, []
+
+
+def main():
+    found, failures = {}, []
+    for W in range(1, 7):
+        for S, Q in ((0, 0), (2, 0), (4, 0), (0, 2)):
+            C = S + W + Q
+            paths = {"decode": lambda: single(W, S, Q, [("append", 1)] * 14),
+                     "prefill": lambda: single(W, S, Q, [("append", 14)]),
+                     "wrap": lambda: single(W, S, Q, [("append", 1)] * (C + 2) + [("append", 5)]),
+                     "trim": lambda: single(W, S, Q, [("append", 1)] * 5 + [("trim", 2)] + [("append", 1)] * 8 +
+                                            [("trim", 1)] + [("append", 1)] * 2),
+                     "batch": lambda: batch(W, S, Q)}
+            for path, fn in paths.items():
+                bad, notes = fn()
+                where = f"W={W} S={S} Q={Q} (max_size {C}, keep {S})"
+                if bad:
+                    first = bad[0]
+                    print(f"FINDING {path:8s} {where}: {len(bad)} queries differ from spec §2; first: "
+                          f"query {first[-3] if len(first) == 4 else first[0]} sees {first[-2]}, spec {first[-1]}"
+                          + (f" [{first[0]}]" if len(first) == 4 else ""))
+                    found.setdefault((path, S > 0), []).append(where)
+                if notes:
+                    print(f"FINDING {path:8s} {where}: " + "; ".join(notes))
+                    found.setdefault((path + " refusal", S > 0), []).append(where)
+    for key in sorted(set(found) | set(KNOWN)):
+        if key in found and key not in KNOWN:
+            failures.append(f"{key[0]} (sinks {key[1]}) differs from spec §2 in {found[key]}: not a known finding")
+        elif key in KNOWN and key not in found:
+            failures.append(f"{key[0]} (sinks {key[1]}): the known finding '{KNOWN[key]}' no longer shows")
+    if failures:
+        print("FAILED: mlx-lm's conventions are not what engines/mlx records:\n  " + "\n  ".join(failures))
+        return 1
+    print(f"mlx-lm {adapter.mlx_lm.__version__}: RotatingKVCache(max_size = S + W + Q, keep = S) with the model's mask "
+          "(window_size = W, none with keep) gives spec §2's window in decode, prefill, wrap, trim and batch without "
+          "sinks; known findings: " + "; ".join(f"{p} ({'with' if sinks else 'no'} sinks): {d}"
+                                               for (p, sinks), d in sorted(KNOWN.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
