@@ -14,6 +14,7 @@ reserve Q (RotatingKVCache(max_size = S + W + Q, keep = S)):
             also compared with spec 1.1 §5.1.2's honour rule (a refusal the spec does not make is a FINDING)
   batch     two sequences through BatchRotatingKVCache as BatchGenerator runs them: a right-padded
             prompt of 6 and 3 tokens (prepare / finalize), then one token each per step
+First, the selection projections of adapter.Layer must pass q, k and v through bit for bit in f32, f16, bf16.
 For each path, every query's visible set is compared with spec §2 (j <= i and (j < S or j > i - W)).
 The paths and (W, S, Q) whose sets differ are printed as FINDINGs; the test exits 1 when the set of
 differing paths is not KNOWN below (mlx-lm changed: look again, then update KNOWN and SECTION.md).
@@ -139,8 +140,31 @@ def batch(W, S, Q):
     return bad, []
 
 
+def projections_exact():
+    """The selection projections pass q, k and v through bit for bit (adapter.Layer), in every dtype."""
+    rng = np.random.default_rng(1)
+    bad = []
+    for name, dtype in adapter.DTYPES.items():
+        layer = adapter.Layer(4, 2, 16, dtype, 4, 0, 0, 100, ROPE, 0.25)
+        model = adapter.Model([layer], dtype)
+        q, k, v = (rng.standard_normal((1, 5, h, 16)).astype(np.float32) * 100 for h in (4, 2, 2))
+        x = model.hidden(q, k, v)
+        for proj, want in (("q_proj", q), ("k_proj", k), ("v_proj", v)):
+            got = getattr(layer.attn, proj)(x)
+            if not np.array_equal(np.asarray(got.astype(adapter.mx.float32)),
+                                  np.asarray(adapter.mx.array(want.reshape(1, 5, -1)).astype(dtype).astype(adapter.mx.float32))):
+                bad.append(f"{proj} {name}")
+        o = layer.attn.o_proj(x[..., :4 * 16])
+        if not np.array_equal(np.asarray(o[..., :64]), np.asarray(x[..., :64])) or np.asarray(o[..., 64:].astype(adapter.mx.float32)).any():
+            bad.append(f"o_proj {name}")
+    return bad
+
+
 def main():
     found, failures = {}, []
+    inexact = projections_exact()
+    if inexact:
+        failures.append("the selection projections are not exact: " + ", ".join(inexact))
     for W in range(1, 7):
         for S, Q in ((0, 0), (2, 0), (4, 0), (0, 2)):
             C = S + W + Q
