@@ -155,7 +155,8 @@ def projections_exact():
                                   np.asarray(adapter.mx.array(want.reshape(1, 5, -1)).astype(dtype).astype(adapter.mx.float32))):
                 bad.append(f"{proj} {name}")
         o = layer.attn.o_proj(x[..., :4 * 16])
-        if not np.array_equal(np.asarray(o[..., :64]), np.asarray(x[..., :64])) or np.asarray(o[..., 64:].astype(adapter.mx.float32)).any():
+        o, x = np.asarray(o.astype(adapter.mx.float32)), np.asarray(x.astype(adapter.mx.float32))
+        if not np.array_equal(o[..., :64], x[..., :64]) or o[..., 64:].any():
             bad.append(f"o_proj {name}")
     return bad
 
