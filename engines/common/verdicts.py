@@ -141,7 +141,7 @@ def random_set(report_path, expected_path, n, seed):
                  if verdict(report.get(name, {"status": "passed"}))[0] != "deviation"]
     problems += [f"{name}: a deviation nobody has explained in {expected_path}" for name in sorted(known)
                  if known[name].get("reason", UNREVIEWED) == UNREVIEWED]
-    problems += deviation_problems(expected_file, {})
+    problems += deviation_problems(dict(expected_file, cases={}), {})  # the random set's deviation cases only
     ran = sum(1 for c in report.values() if verdict(c)[0] == "pass")
     if problems:
         print(f"FAILED: the random set ({n} cases, seed {seed}) differs from {expected_path}:")
@@ -214,7 +214,7 @@ CELL = {"pass": "pass", "n/a": "n/a", "not judged": "**not judged**"}
 def declared_deviations(expected):
     """{id: {"title", "classes"}}: the engine's deviations from the spec as a person reviewed them. Each
     deviation case (committed or random) names one by its "deviation" id; its "classes" are the boundary
-    classes the deviation is about (a subset of every such case's classes), where the summary shows it."""
+    classes the deviation is about (every such case has at least one of them), where the summary shows it."""
     return expected.get("deviations", {})
 
 
@@ -229,8 +229,8 @@ def deviation_problems(expected, classes_of):
             problems.append(f"{name}: its \"deviation\" {d!r} is none of the declared deviations {sorted(declared)} "
                             "(expected.json: \"deviations\": {ID: {\"title\": ..., \"classes\": [the classes it is about]}}, "
                             "and each deviation case names its ID in \"deviation\"; docs/engines.md, Updating expected.json)")
-        elif not set(declared[d]["classes"]) <= set(classes):
-            problems.append(f"{name}: deviation {d} is about {declared[d]['classes']}, the case has classes {classes}")
+        elif not set(declared[d]["classes"]) & set(classes):
+            problems.append(f"{name}: deviation {d} is about {declared[d]['classes']}, the case has none of them ({classes})")
     return problems
 
 
