@@ -613,80 +613,105 @@ int run_check(const CheckOptions& opt) {
     coverage.emplace(eng.label, std::move(c));
   }
 
-  // ---- report: a table per boundary class ----
-  for (const EngineUnderTest& eng : engines) {
-    if (unloadable.count(eng.label)) {
-      std::printf("\nringkv check: ERROR: engine %s could not be loaded, not judged: %s\n", eng.label.c_str(),
-                  eng.unavailable.c_str());
-      continue;
-    }
-    if (!eng.unavailable.empty()) {
-      std::printf("\nringkv check: engine %s skipped: %s\n", eng.label.c_str(), eng.unavailable.c_str());
-      continue;
-    }
-    if (opt.no_golden) break;
-    struct Row { int passed = 0, failed = 0, xfail = 0, skipped = 0, error = 0; double worst = 0; };
-    std::map<std::string, Row> rows;
-    for (const CaseResult& r : results) {
-      if (r.engine != eng.label) continue;
-      for (const std::string& c : r.classes) {
-        Row& row = rows[c];
-        switch (r.status) {
-          case CaseResult::Status::passed: ++row.passed; break;
-          case CaseResult::Status::failed:
-          case CaseResult::Status::xpass: ++row.failed; break;
-          case CaseResult::Status::xfail: ++row.xfail; break;
-          case CaseResult::Status::skipped: ++row.skipped; break;
-          case CaseResult::Status::error: ++row.error; break;
+  // ---- the report on stdout ----
+  // What matters first: each failure with its reproduce line (golden cases, then properties), then
+  // unusable inputs and warnings, then one verdict per engine (its cases, its coverage, RoPE notes), the
+  // reasons the run failed beyond its cases, and the verdict line. --table (and --verbose) print before
+  // all of it, per engine, the table per boundary class, the RoPE verdict per case and every property.
+  const auto is_failure = [](const CaseResult& r) {
+    return r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass;
+  };
+  const auto property_line = [](const std::string& eng, const PropertyOutcome& p) {
+    std::string line = "property " + std::string(p.name);
+    line.resize(std::max(line.size(), size_t{31}), ' ');  // "property %-22s"
+    line += std::string(" ") + (p.passed ? "passed" : "FAILED") + (p.skipped ? " (skipped)" : "");
+    if (!p.passed || !p.warnings.empty()) line += " on engine " + eng;
+    return line + "\n";
+  };
+  if (opt.table) {
+    for (const EngineUnderTest& eng : engines) {
+      if (!eng.unavailable.empty() || opt.no_golden) continue;  // the summary says why
+      struct Row { int passed = 0, failed = 0, xfail = 0, skipped = 0, error = 0; double worst = 0; };
+      std::map<std::string, Row> rows;
+      for (const CaseResult& r : results) {
+        if (r.engine != eng.label) continue;
+        for (const std::string& c : r.classes) {
+          Row& row = rows[c];
+          switch (r.status) {
+            case CaseResult::Status::passed: ++row.passed; break;
+            case CaseResult::Status::failed:
+            case CaseResult::Status::xpass: ++row.failed; break;
+            case CaseResult::Status::xfail: ++row.xfail; break;
+            case CaseResult::Status::skipped: ++row.skipped; break;
+            case CaseResult::Status::error: ++row.error; break;
+          }
+          if (r.status != CaseResult::Status::skipped && r.status != CaseResult::Status::error) row.worst = std::max(row.worst, r.worst_ratio);
         }
-        if (r.status != CaseResult::Status::skipped && r.status != CaseResult::Status::error) row.worst = std::max(row.worst, r.worst_ratio);
       }
-    }
-    std::printf("\nringkv check: engine %s, %zu golden cases from %s\n", eng.label.c_str(), selected.size(),
-                opt.golden_dir.c_str());
-    if (!eng.capabilities_source.empty()) std::printf("capabilities: %s\n", eng.capabilities_source.c_str());
-    std::printf("%-20s %-8s %7s %7s %6s %8s %6s %12s  %s\n", "boundary class", "level", "passed", "failed", "xfail",
-                "skipped", "error", "worst/tol", "coverage");
-    const EngineCoverage& cov = coverage.at(eng.label);
-    for (const golden::ClassCoverage& k : cov.classes) {
-      const Row row = rows.count(k.name) ? rows.at(k.name) : Row{};
-      const golden::ClassInfo& info = golden::class_info(k.name);
-      std::string status = golden::to_string(k.status);
-      if (!k.why.empty()) status += " (" + k.why + ")";
-      std::printf("%-20s %-8s %7d %7d %6d %8d %6d %12.3g  %s\n", k.name.c_str(),
-                  info.level == golden::ClassLevel::core ? "core" : "feature", row.passed, row.failed, row.xfail,
-                  row.skipped, row.error, row.worst, status.c_str());
-    }
-    std::printf("coverage of %s: %s\n", eng.label.c_str(), cov.line.c_str());
-    // RoPE checked apart from attention (golden-format §7): one line for an engine ringkv rotates
-    // for, else one per case that has a verdict.
-    bool rope_header = false;
-    for (const CaseResult& r : results) {
-      if (r.engine != eng.label || !r.rope) continue;
-      if (eng.qk_rotated_by_ringkv) {
-        std::printf("%s\n", r.rope->line.c_str());
-        break;
+      std::printf("ringkv check: engine %s, %zu golden cases from %s\n", eng.label.c_str(), selected.size(),
+                  opt.golden_dir.c_str());
+      if (!eng.capabilities_source.empty()) std::printf("capabilities: %s\n", eng.capabilities_source.c_str());
+      std::printf("%-20s %-8s %7s %7s %6s %8s %6s %12s  %s\n", "boundary class", "level", "passed", "failed", "xfail",
+                  "skipped", "error", "worst/tol", "coverage");
+      for (const golden::ClassCoverage& k : coverage.at(eng.label).classes) {
+        const Row row = rows.count(k.name) ? rows.at(k.name) : Row{};
+        const golden::ClassInfo& info = golden::class_info(k.name);
+        std::string status = golden::to_string(k.status);
+        if (!k.why.empty()) status += " (" + k.why + ")";
+        std::printf("%-20s %-8s %7d %7d %6d %8d %6d %12.3g  %s\n", k.name.c_str(),
+                    info.level == golden::ClassLevel::core ? "core" : "feature", row.passed, row.failed, row.xfail,
+                    row.skipped, row.error, row.worst, status.c_str());
       }
-      if (!rope_header) std::printf("RoPE, checked apart from attention:\n");
-      rope_header = true;
-      std::printf("  %-24s %s\n", r.name.c_str(), r.rope->line.c_str());
+      // RoPE checked apart from attention (golden-format §7): one line for an engine ringkv rotates
+      // for, else one per case that has a verdict.
+      bool rope_header = false;
+      for (const CaseResult& r : results) {
+        if (r.engine != eng.label || !r.rope) continue;
+        if (eng.qk_rotated_by_ringkv) {
+          std::printf("%s\n", r.rope->line.c_str());
+          break;
+        }
+        if (!rope_header) std::printf("RoPE, checked apart from attention:\n");
+        rope_header = true;
+        std::printf("  %-24s %s\n", r.name.c_str(), r.rope->line.c_str());
+      }
+      std::printf("\n");
+    }
+    for (const auto& [eng, p] : props) {
+      std::printf("%s", property_line(eng, p).c_str());
+      for (const std::string& w : p.warnings) std::printf("  WARNING: %s\n", w.c_str());
     }
   }
+  // Each failing case with its reproduce line; without --table the first kFailuresShown per engine, then
+  // the others by name (the JSON and JUnit reports hold every one).
+  constexpr int kFailuresShown = 10;
   int n_fail = 0;
+  std::map<std::string, int> shown;  // per engine
+  std::map<std::string, std::string> more;  // per engine: the names of the failures not shown
   for (const CaseResult& r : results) {
-    if (r.status != CaseResult::Status::failed && r.status != CaseResult::Status::xpass) continue;
+    if (!is_failure(r)) continue;
     ++n_fail;
-    std::printf("\nFAILED %s [%s] on engine %s\n  case: %s\n  classes:", r.name.c_str(), status_name(r.status),
-                r.engine.c_str(), r.id.c_str());
+    if (!opt.table && shown[r.engine] >= kFailuresShown) {
+      more[r.engine] += (more[r.engine].empty() ? "" : ", ") + r.name;
+      continue;
+    }
+    std::printf("%sFAILED %s [%s] on engine %s\n  case: %s\n  classes:", n_fail > 1 || opt.table ? "\n" : "",
+                r.name.c_str(), status_name(r.status), r.engine.c_str(), r.id.c_str());
+    ++shown[r.engine];
     for (const std::string& c : r.classes) std::printf(" %s", c.c_str());
     std::printf("\n  %s\n  reproduce: %s\n", r.detail.c_str(), r.reproduce.c_str());
   }
+  for (const auto& [eng, names] : more) {
+    std::printf("\nFAILED on engine %s, %zu more cases (--table, --json or --junit for each): %s\n", eng.c_str(),
+                static_cast<size_t>(std::count(names.begin(), names.end(), ',') + 1), names.c_str());
+  }
   // Golden failures (small, named cases) come first; then the properties, each failure with its
   // first failing case, its shrunk case and a replay line for each.
+  int n_prop_fail = 0;
   for (const auto& [eng, p] : props) {
-    std::printf("property %-22s %s%s%s\n", p.name.c_str(), p.passed ? "passed" : "FAILED",
-                p.skipped ? " (skipped)" : "", p.passed && p.warnings.empty() ? "" : (" on engine " + eng).c_str());
-    if (!p.passed) std::printf("%s", p.report.c_str());
+    if (p.passed) continue;
+    std::printf("%s%s%s", n_fail + n_prop_fail++ > 0 || opt.table ? "\n" : "", property_line(eng, p).c_str(),
+                p.report.c_str());
     for (const std::string& w : p.warnings) std::printf("  WARNING: %s\n", w.c_str());
   }
   // Unusable golden files: an error of the input, never a verdict on the engine (exit code 2 when
@@ -708,6 +733,91 @@ int run_check(const CheckOptions& opt) {
     std::printf("\nWARNING %s [%s] on engine %s\n", r.name.c_str(), status_name(r.status), r.engine.c_str());
     for (const std::string& w : r.warnings) std::printf("  %s\n", w.c_str());
   }
+  int prop_warned = 0;
+  if (!opt.table) {  // a passing property's warnings (--table lists them under the property)
+    for (const auto& [eng, p] : props) {
+      if (!p.passed || p.warnings.empty()) continue;
+      std::printf("%s%s", prop_warned++ == 0 ? "\n" : "", property_line(eng, p).c_str());
+      for (const std::string& w : p.warnings) std::printf("  WARNING: %s\n", w.c_str());
+    }
+  }
+  // One verdict per engine: its golden cases, properties, coverage and RoPE notes.
+  if (opt.table || n_fail + n_prop_fail + errors + warned + prop_warned > 0) std::printf("\n");
+  for (const EngineUnderTest& eng : engines) {
+    if (unloadable.count(eng.label)) {
+      std::printf("ringkv check: ERROR: engine %s could not be loaded, not judged: %s\n", eng.label.c_str(),
+                  eng.unavailable.c_str());
+      continue;
+    }
+    if (!eng.unavailable.empty()) {
+      std::printf("ringkv check: engine %s skipped: %s\n", eng.label.c_str(), eng.unavailable.c_str());
+      continue;
+    }
+    int n[6] = {}, n_props = 0, props_failed = 0;
+    double worst = 0;
+    std::vector<const CaseResult*> rope_not_checked;
+    std::map<golden::RopeVerdict::Kind, int> rope_kinds;
+    const CaseResult* rotated_by_ringkv = nullptr;
+    for (const CaseResult& r : results) {
+      if (r.engine != eng.label) continue;
+      ++n[static_cast<int>(r.status)];
+      if (r.status != CaseResult::Status::skipped && r.status != CaseResult::Status::error) worst = std::max(worst, r.worst_ratio);
+      if (!r.rope) continue;
+      ++rope_kinds[r.rope->kind];
+      if (r.rope->kind == golden::RopeVerdict::Kind::rotated_by_ringkv && !rotated_by_ringkv) rotated_by_ringkv = &r;
+      if (r.rope->kind == golden::RopeVerdict::Kind::not_checked) rope_not_checked.push_back(&r);
+    }
+    for (const auto& [e, p] : props) {
+      if (e != eng.label) continue;
+      ++n_props;
+      props_failed += p.passed ? 0 : 1;
+    }
+    const auto count = [&](CaseResult::Status s) { return n[static_cast<int>(s)]; };
+    const auto cov = coverage.find(eng.label);
+    const bool missing = cov != coverage.end() && !cov->second.missing.empty();
+    const int case_failures = count(CaseResult::Status::failed) + count(CaseResult::Status::xpass);
+    const char* verdict = case_failures || props_failed || missing ? "FAILED"
+                          : count(CaseResult::Status::error)      ? "ERROR"
+                                                                  : "PASSED";
+    std::printf("engine %s: %s", eng.label.c_str(), verdict);  // "engine reference: PASSED, 80 golden cases from ...: "
+    if (!opt.no_golden) {
+      std::printf(", %zu golden cases from %s: %d passed, %d failed, %d xfail, %d skipped", selected.size(), opt.golden_dir.c_str(),
+                  count(CaseResult::Status::passed), case_failures, count(CaseResult::Status::xfail),
+                  count(CaseResult::Status::skipped));
+      if (count(CaseResult::Status::error)) std::printf(", %d unusable", count(CaseResult::Status::error));
+      std::printf("; worst error %.3g of the bound", worst);
+    }
+    if (n_props) std::printf("%s%d properties: %d passed, %d failed", opt.no_golden ? ", " : "; ", n_props, n_props - props_failed, props_failed);
+    std::printf("\n");
+    if (!eng.capabilities_source.empty()) std::printf("  capabilities: %s\n", eng.capabilities_source.c_str());
+    if (cov != coverage.end()) std::printf("  coverage of %s: %s\n", eng.label.c_str(), cov->second.line.c_str());
+    if (missing) {
+      std::printf("  %zu required class(es) not judged (below)\n", cov->second.missing.size());
+    }
+    if (rotated_by_ringkv) {
+      std::printf("  %s\n", rotated_by_ringkv->rope->line.c_str());
+    } else if (!rope_kinds.empty()) {
+      std::string checked;
+      for (const auto& [kind, k] : rope_kinds) {
+        if (kind == golden::RopeVerdict::Kind::not_checked) continue;
+        checked += (checked.empty() ? "" : ", ") + std::to_string(k) + " " + golden::to_string(kind);
+      }
+      if (!checked.empty()) std::printf("  RoPE, checked apart from attention: %s\n", checked.c_str());
+      if (!rope_not_checked.empty()) {
+        std::string names;
+        for (size_t i = 0; i < rope_not_checked.size() && i < 4; ++i) names += (i ? ", " : "") + rope_not_checked[i]->name;
+        if (rope_not_checked.size() > 4) names += ", and " + std::to_string(rope_not_checked.size() - 4) + " more";
+        std::printf("  RoPE not checked apart (no q_rot/k_rot; its bound term dominated) in %zu case(s): %s\n",
+                    rope_not_checked.size(), names.c_str());
+      }
+    }
+    for (const CaseResult& r : results) {  // RoPE beyond the declared bound: the case, whatever its verdict
+      if (r.engine == eng.label && r.rope && r.rope->kind == golden::RopeVerdict::Kind::failed) {
+        std::printf("  RoPE of %s: %s\n", r.name.c_str(), r.rope->line.c_str());
+      }
+    }
+  }
+  if (!opt.table) std::printf("(--table: the table per boundary class, each case's RoPE verdict, every property)\n");
   for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
   int passed = 0, skipped = 0, xf = 0;
   for (const CaseResult& r : results) {

@@ -39,6 +39,9 @@ struct CheckOptions {
   int64_t leak_limit_mib = 256;
   std::string junit_file, json_file;
   bool quiet = false;
+  /// The text report: also the table per boundary class of each engine, each case's RoPE verdict and
+  /// every property's line, before the report (--table, --verbose). JSON and JUnit are the same either way.
+  bool table = false;
   /// Parallel workers for golden cases and property shards (>= 1; the CLI's default: default_jobs()).
   /// The report is the same for any number. --replay runs one job.
   int jobs = 1;

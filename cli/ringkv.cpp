@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
   check->add_option("--junit", chk.junit_file, "Write a JUnit XML report");
   check->add_option("--json", chk.json_file, "Write a JSON report");
   check->add_flag("--quiet", chk.quiet, "No progress on stderr");
+  check->add_flag("--table,--verbose,-v", chk.table,
+                  "Also print, before the report, each engine's table per boundary class (passed, failed, xfail, "
+                  "skipped, error, worst error / tolerance, coverage), each case's RoPE verdict and every "
+                  "property's line. Default: the failures with their reproduce lines, then a verdict per engine");
   chk.jobs = default_jobs();
   check->add_option("--jobs,-j", chk.jobs,
                     "Parallel workers for golden cases and property shards (default: the number of cores, " +

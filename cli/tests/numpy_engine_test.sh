@@ -37,7 +37,7 @@ grep -q "needle-W+1" "$work/bug.log" || { echo "FAILED: the report does not name
 # --write-internals: rotated q/k and the stored cache per row (golden-format §7) are checked too: the
 # honest engine's RoPE is conformant and its cache exact; with the W+1 window it still fails.
 "$venv/bin/python" "$src/docs/examples/numpy_engine.py" "$src/golden" "$work/internals" --write-internals 2> /dev/null
-"$ringkv" check --quiet --golden "$src/golden" --outputs "$work/internals" --json "$work/internals.json" > "$work/internals.log"
+"$ringkv" check --quiet --table --golden "$src/golden" --outputs "$work/internals" --json "$work/internals.json" > "$work/internals.log"
 grep -q "decode_w8  *RoPE conformant" "$work/internals.log" || { echo "FAILED: no conformant RoPE verdict" >&2; cat "$work/internals.log" >&2; exit 1; }
 grep -q '"verdict": "conformant"' "$work/internals.json" || { echo "FAILED: the JSON report has no RoPE verdict" >&2; exit 1; }
 "$venv/bin/python" "$src/docs/examples/numpy_engine.py" "$src/golden" "$work/internals-bug" --write-internals --bug window+1 2> /dev/null

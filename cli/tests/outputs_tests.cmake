@@ -31,7 +31,8 @@ ringkv_outputs_check(NAME profile_in_file_is_used MODE f16-in-file RC 0 MATCH "P
                      JSON_MATCH "\"profile_source\": \"the outputs file's metadata\"")
 ringkv_outputs_check(NAME profile_default_when_file_has_none MODE f16-no-profile RC 1
                      MATCH "FAILED decode_w8 [^\n]*\n.*reproduce: ringkv check --outputs [^\n]* --filter '\\^decode_w8 '  # profile {[^\n]*\"output\":\"f32\"[^\n]*} from the default \\(no --profile\\)"
-                     JSON_MATCH "\"profile_source\": \"the default \\(no --profile\\)\"")
+                     JSON_MATCH "\"profile_source\": \"the default \\(no --profile\\)\""
+                     ARGS --filter "^decode_w8 ")
 ringkv_outputs_check(NAME profile_flag_is_the_default MODE f16-no-profile RC 0 MATCH "PASSED"
                      JSON_MATCH "\"profile_source\": \"--profile [^\"]*f16.json\"" ARGS --profile ${_outputs_work}/f16.json)
 ringkv_outputs_check(NAME profile_flag_in_reproduce MODE f16-no-profile RC 1
@@ -57,16 +58,18 @@ ringkv_outputs_check(NAME unsupported_class_required_fails MODE unsupported RC 1
 ringkv_outputs_check(NAME unjudged_structural_class_fails MODE unsupported-needles RC 1
                      MATCH "needle-W\\+1 +core [^\n]* not judged\n.*required class\\(es\\) not judged \\(default: the structural classes within its capabilities\\):\n(    [^\n]*\n)*    needle-W\\+1 \\(no case"
                      JSON_MATCH "\"class\": \"needle-W\\+1\",[^}]*\"status\": \"not judged\""
-                     JUNIT_MATCH "<testcase classname=\"coverage\" name=\"needle-W\\+1\"><failure message=\"required class not judged: not judged\"/>")
+                     JUNIT_MATCH "<testcase classname=\"coverage\" name=\"needle-W\\+1\"><failure message=\"required class not judged: not judged\"/>"
+                     ARGS --table)
 ringkv_outputs_check(NAME unjudged_class_filtered_run_passes MODE unsupported-needles RC 0 MATCH "PASSED"
                      ARGS --filter "^")
 # A capabilities file (golden-format §10): spec 1 core with f32 K/V. Cases outside it need no file and
 # are not applicable; the engine is judged on every structural class (none is left "not judged").
 ringkv_outputs_check(NAME core_capabilities_judged_on_every_class MODE core-f32-caps RC 0
-                     MATCH "capabilities: [^\n]*capabilities.json\n.*t=W\\+1 +core +[1-9][0-9]* +0 [^\n]*judged\n.*sinks +feature +0 +0 +0 +[1-9][0-9]* +0 [^\n]*not applicable \\(no sink tokens\\)\n([^\n]*\n)*coverage of outputs:[^\n]*: core [0-9]+ of [0-9]+ classes judged; features 0 of 0 judged; n/a: sinks"
+                     MATCH "capabilities: [^\n]*capabilities.json\n.*t=W\\+1 +core +[1-9][0-9]* +0 [^\n]*judged\n.*sinks +feature +0 +0 +0 +[1-9][0-9]* +0 [^\n]*not applicable \\(no sink tokens\\)\n([^\n]*\n)*  coverage of outputs:[^\n]*: core [0-9]+ of [0-9]+ classes judged; features 0 of 0 judged; n/a: sinks"
                      REJECT "not judged:|FAILED"
                      JSON_MATCH "\"missing\": \\[\\]"
-                     JUNIT_MATCH "<testcase classname=\"coverage\" name=\"t=W\\+1\"></testcase>.*<testcase classname=\"coverage\" name=\"sinks\"><skipped message=\"not applicable: no sink tokens\"/>")
+                     JUNIT_MATCH "<testcase classname=\"coverage\" name=\"t=W\\+1\"></testcase>.*<testcase classname=\"coverage\" name=\"sinks\"><skipped message=\"not applicable: no sink tokens\"/>"
+                     ARGS --table)
 ringkv_outputs_check(NAME core_capabilities_missing_file_fails MODE core-f32-caps-missing RC 1
                      MATCH "no outputs file [^\n]* \\(the case is within the capabilities in [^\n]*capabilities.json\\)")
 file(WRITE ${_outputs_work}/bad_caps.json "{\"level\": \"core\", \"max_batchh\": 1}\n")
@@ -82,7 +85,8 @@ ringkv_outputs_check(NAME stored_cache_wrong_code_fails MODE stored-bad RC 1
 # Rotated q and k: the RoPE verdict line per case, in the report and the JSON.
 ringkv_outputs_check(NAME rotated_qk_verdict MODE rotated RC 0
                      MATCH "RoPE, checked apart from attention:\n(  [^\n]*\n)*  decode_w8 +RoPE conformant \\(f64 rotation of spec §8\\): worst angle-equivalent error"
-                     JSON_MATCH "\"verdict\": \"conformant\"")
+                     JSON_MATCH "\"verdict\": \"conformant\""
+                     ARGS --table)
 
 # Through the ABI: an engine with wants_rotated_qk gets the line saying ringkv rotated.
 if(TARGET ringkv_plugin_rotated_qk)
