@@ -234,7 +234,7 @@ step_gpu_tests() {
 step_check() {
   [ "$HAVE_DEVICE" = 1 ] || { no_device_skip; return 77; }
   [ -n "$CLI" ] || { skip "the ringkv CLI was not built (test suite dependencies missing)"; return 77; }
-  limit "$CLI" check --engine cuda --engine cuda-cublas --properties --cases "$CHECK_CASES" --golden "$ROOT/golden" \
+  limit "$CLI" check --table --engine cuda --engine cuda-cublas --properties --cases "$CHECK_CASES" --golden "$ROOT/golden" \
     --junit "$OUT_DIR/check.xml" --json "$OUT_DIR/check.json"
 }
 
