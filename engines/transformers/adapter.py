@@ -254,7 +254,7 @@ class Sequences:
 class TransformersAttention:
     def __init__(self, bug=None, variant=None):
         self.bug = bug
-        self.variant = variant or os.environ.get("RINGKV_ENGINE_VARIANT", "dynamic-sdpa")
+        self.variant = variant or os.environ.get("RINGKV_ENGINE_VARIANT") or "dynamic-sdpa"
         if self.variant not in VARIANTS:
             raise SystemExit(f"unknown variant {self.variant!r} (one of {', '.join(VARIANTS)})")
         self.static = self.variant.startswith("static")
