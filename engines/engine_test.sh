@@ -28,6 +28,9 @@ if [ ! -x "$py" ] || ! "$py" -c "import $modules, numpy, safetensors" 2>/dev/nul
   exit 1
 fi
 adapter="$src/engines/$name/adapter.py"
+# An engine with several paths runs one ctest per variant (RINGKV_ENGINE_VARIANT, read by its adapter),
+# each with its own verdicts: expected-<variant>.json (the default variant: expected.json).
+expected="$src/engines/$name/expected${RINGKV_ENGINE_VARIANT:+-$RINGKV_ENGINE_VARIANT}.json"
 verdicts="$py $src/engines/common/verdicts.py"
 rm -rf "$work" && mkdir -p "$work"
 export RINGKV_JAX_CACHE="$work/../jax-compilation-cache"
@@ -40,7 +43,7 @@ echo "== committed golden cases"
 set +e
 "$ringkv" check --quiet --golden "$src/golden" --outputs "$work/golden" --json "$work/golden.json" > "$work/golden.log" 2>&1
 set -e
-$verdicts compare "$work/golden.json" "$src/engines/$name/expected.json"
+$verdicts compare "$work/golden.json" "$expected"
 
 echo "== random set: $random_n cases, seed $seed"
 "$ringkv" golden generate --random "$random_n" --seed "$seed" --capabilities "$work/golden/capabilities.json" \
@@ -50,7 +53,7 @@ set +e
 "$ringkv" check --quiet --golden "$work/random-golden" --outputs "$work/random" --require-classes 'a^' \
   --json "$work/random.json" > "$work/random.log" 2>&1
 set -e
-$verdicts random "$work/random.json" "$src/engines/$name/expected.json" "$random_n" "$seed"
+$verdicts random "$work/random.json" "$expected" "$random_n" "$seed"
 
 for spec in "$@"; do
   bug=${spec%%=*} classes=${spec#*=}

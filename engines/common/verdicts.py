@@ -200,9 +200,10 @@ def table(report_path):
     for k, status in coverage.items():
         cases = [c for c in report.values() if k in c.get("classes", [])]
         n = {v: sum(1 for c in cases if verdict(c)[0] == v) for v in ("pass", "deviation", "unsupported", "not applicable")}
-        worst = max((c.get("worst_ratio", 0.0) for c in cases if verdict(c)[0] in ("pass", "deviation")), default=0.0)
+        ratios = [c.get("worst_ratio") for c in cases if verdict(c)[0] in ("pass", "deviation")]
+        worst = "NaN" if None in ratios else f"{max(ratios, default=0.0):.3g}"  # null: a NaN output
         print(f"| `{k}` | {n['pass']} | {n['deviation']} | {n['unsupported']} | {n['not applicable']} | "
-              f"{worst:.3g} | {status} |")
+              f"{worst} | {status} |")
     return 0
 
 
