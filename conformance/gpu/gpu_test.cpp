@@ -53,6 +53,7 @@
 
 #ifdef RINGKV_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include "ringkv/device.hpp"
 #endif
@@ -140,6 +141,30 @@ TEST(CudaDevice, ReportsComputeCapabilityAndCublas) {
   EXPECT_GT(ringkv::cuda::cublas_version(), 0);
   std::cout << status.message << " (compute capability " << cc << "), cuBLAS "
             << ringkv::cuda::cublas_version() << "\n";
+}
+
+// Issue 30: on a machine without the NVIDIA driver the reason says so, not the runtime's "CUDA driver
+// version is insufficient"; where a driver exists, the runtime's own words are kept. Whether the driver is
+// here is found apart from the probe: libcuda.so.1 loads or not.
+TEST(CudaDevice, WithoutADriverTheReasonSaysThereIsNone) {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  const bool have_driver = driver != nullptr;
+  if (driver != nullptr) dlclose(driver);
+  const ringkv::cuda::DeviceStatus status = ringkv::cuda::cuda_device_status();
+  const std::string& m = status.message;
+  if (!have_driver) {
+    EXPECT_EQ(status.device_count, 0) << m;
+    EXPECT_EQ(m.rfind("no CUDA device: no NVIDIA driver found (", 0), 0u) << m;
+    EXPECT_NE(m.find("libcuda.so.1"), std::string::npos) << m;
+    EXPECT_EQ(m.find("driver version is insufficient"), std::string::npos) << m;
+    EXPECT_EQ(ringkv::cuda::cuda_unavailable_reason(), m);
+  } else {
+    EXPECT_EQ(ringkv::cuda::nvidia_driver_absent(), "");
+    EXPECT_EQ(m.find("no NVIDIA driver found"), std::string::npos) << m;
+    if (status.device_count == 0) {
+      EXPECT_EQ(m.rfind("no CUDA device: ", 0), 0u) << m;  // the runtime's words follow
+    }
+  }
 }
 
 TEST(CudaDevice, ProbeNeverThrowsAndAlwaysExplains) {
