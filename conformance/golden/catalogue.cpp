@@ -92,13 +92,16 @@ Case& kv(Case& c, DType d) {
 // 40, 41 the rings still hold (a stale cell gets index -3 or -2: visible to the first queries of the
 // sliding layer and to every query of the full layer); sequence 1 is reset to its own p0 and then
 // appends 3 tokens after 10 (shorter). With needle data the targets 3, 4, 5, 7, 8 of W = 4 are reached.
-Case& core_ring_schedule(Case& c) {
-  return schedule(c, {100, 7}, {StepPlan{{}, {3, 6}},
-                                StepPlan{{}, {6, 0}},
-                                StepPlan{{}, {1, 3}},
-                                reset_then(0, 40, 1, {2, 1}),   // down
-                                reset_then(1, 7, 2, {0, 2}),    // same p0
-                                reset_then(0, 43, 3, {5, 1})});  // up, just above the old positions
+// `from_0`: the same schedule for an engine that starts every sequence at position 0 (issue 26): both
+// sequences start at 0 and every reset is to 0 (the same p0; the new streams are shorter).
+Case& core_ring_schedule(Case& c, bool from_0 = false) {
+  const auto p0 = [from_0](int64_t p) { return from_0 ? 0 : p; };
+  return schedule(c, {p0(100), p0(7)}, {StepPlan{{}, {3, 6}},
+                                        StepPlan{{}, {6, 0}},
+                                        StepPlan{{}, {1, 3}},
+                                        reset_then(0, p0(40), 1, {2, 1}),   // down
+                                        reset_then(1, p0(7), 2, {0, 2}),    // same p0
+                                        reset_then(0, p0(43), 3, {5, 1})});  // up, just above the old positions
 }
 
 // The layers of a core case: one sliding window W beside a full-attention layer (W = 64 is at least
@@ -647,11 +650,79 @@ std::vector<GoldenSpec> golden_set() {
                 {reserve(4, 2)}, 128, DType::bf16, 208, {1000},
                 {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 3, 11)}), step({2}, {rb(0, 1, 12)}), step({2}),
                  step({1}, {rb(0, 3, 13)})});
+  // Rollback with sink tokens (issue 26): into the sinks (m <= S: honoured whatever H, and H restarts
+  // at m), between the sinks and the window (S < m < S + W - 1: honoured only before the wrap), and
+  // with reserve 0 in a batch; from p0 = 0, so that an engine that starts at 0 runs them too.
+  const auto sinks_reserve = [](int64_t W, int64_t S, int64_t Q) { return LayerConfig{W, S, neox(), Q}; };
+  rollback_case("rollback_into_sinks", {"sinks", "rollback-refused", "rollback-verify-partial", "rollback-multi-layer"},
+                {sinks_reserve(4, 2, 1), LayerConfig{64, 0, neox()}}, 16, DType::f32, 210, {0},
+                {step({9}), step({2}, {rb(0, 8, 10)}), step({5}), step({0}, {rb(0, 3, 11)}), step({2}, {rb(0, 1, 12)}),
+                 step({4}), step({1}, {rb(0, 11, 13)}), step({2})});
+  rollback_case("rollback_sinks_reserve_0_batch", {"sinks", "rollback-batch", "rollback-refused"},
+                {sinks_reserve(3, 1, 0)}, 64, DType::bf16, 211, {0, 0},
+                {step({7, 5}), step({1, 1}, {rb(0, 6, 10), rb(1, 1, 11)}), step({3, 2}), step({0, 0}, {rb(1, 2, 12)}),
+                 step({1, 2}, {rb(0, 1, 13)}), step({2, 1}, {rb(0, 4, 14), rb(1, 8, 15)})});
   rollback_case("rollback_two_windows", {"rollback-multi-layer", "rollback-refused", "rollback-reserve-edge",
                                          "several-windows"},
                 {reserve(4, 2), reserve(3, 1), LayerConfig{64, 0, neox()}}, 16, DType::f32, 209, {100},
                 {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 2, 11)}), step({3}), step({1}, {rb(0, 2, 12)}),
                  step({2})});
+
+  // ---- engines that start every sequence at position 0 (issue 26): transformers, mlx-lm and most model
+  // code cannot set a start position (capabilities settable_p0 = false), and reset a sequence to 0. The
+  // core ring schedule and W = 1 beside a full layer, from 0 with resets to 0, judge every structural
+  // class such an engine can express: in bf16 at head dims 128 (MHA, MQA) and 64 (GQA), and in f32;
+  // with one sequence (max_batch 1) too, and for one sequence that sets p0, resets down and up. ----
+  const std::vector<std::string> ring_classes_from_0{"t<W", "t=W-1", "t=W", "t=W+1", "t=kW", "chunk>W",
+                                                     "chunk-crosses-wrap", "W>=length", "batch-mixed", "sit-out",
+                                                     "reset-reuse", "reset-p0-same", "reset-shorter", "multi-layer",
+                                                     "sliding-and-full", "needle-W+1", "needle-W-1"};
+  {
+    Case c = shape(sliding_and_full(4, 500000.0), 2, 2, 128, needle, 172);
+    kv(c, DType::bf16).config.softmax_scale = 0.125;
+    core_ring_schedule(c, true);
+    set.push_back(spec("core_p0_0_d128_bf16_mha_ring", with(ring_classes_from_0, {"head_dim-128", "kv-bf16", "mha",
+                                                                                "softmax-scale"}), c));
+  }
+  {
+    Case c = shape(sliding_and_full(4), 2, 1, 16, needle, 174);
+    c.config.softmax_scale = 0.3;
+    core_ring_schedule(c, true);
+    set.push_back(spec("core_p0_0_f32_mqa_ring", with(ring_classes_from_0, {"mqa", "softmax-scale"}), c));
+  }
+  const std::vector<std::string> w1_from_0{"W=1", "W>=length", "multi-layer", "sliding-and-full", "reset-reuse",
+                                           "reset-p0-same", "reset-shorter"};
+  {  // W = 1 beside a full layer, two sequences from 0, each reset to 0 (shorter after it)
+    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 1, 128, random, 175);
+    kv(c, DType::bf16).config.softmax_scale = 0.125;
+    schedule(c, {0, 0}, {StepPlan{{}, {3, 1}},
+                         StepPlan{{}, {0, 2}},
+                         reset_then(0, 0, 1, {2, 1}),
+                         reset_then(1, 0, 2, {1, 1}),
+                         StepPlan{{}, {1, 0}}});
+    set.push_back(spec("core_p0_0_d128_bf16_w1_mqa", with(w1_from_0, {"head_dim-128", "kv-bf16", "mqa", "batch-mixed",
+                                                                     "sit-out", "softmax-scale"}), c));
+  }
+  // One sequence (max_batch 1): W = 1 beside a full layer, GQA, reset to 0 twice; in bf16 at head dim
+  // 64 and in f32.
+  const auto w1_one_sequence = [&](const char* name, std::vector<std::string> classes, int D, DType dtype,
+                                   uint64_t seed) {
+    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, D, random, seed);
+    kv(c, dtype).config.softmax_scale = 0.25;
+    schedule(c, {0}, {StepPlan{{}, {3}}, StepPlan{{}, {1}}, reset_then(0, 0, 1, {2}), StepPlan{{}, {1}},
+                      reset_then(0, 0, 2, {1})});
+    set.push_back(spec(name, with(w1_from_0, with(classes, {"gqa", "softmax-scale"})), c));
+  };
+  w1_one_sequence("core_p0_0_d64_bf16_w1_gqa_one_sequence", {"head_dim-64", "kv-bf16"}, 64, DType::bf16, 173);
+  w1_one_sequence("core_p0_0_f32_w1_gqa_one_sequence", {}, 32, DType::f32, 176);
+  {  // one sequence (max_batch 1) through the ring, reset down, then up just above the positions held
+    Case c = shape(sliding_and_full(4), 4, 2, 16, needle, 177);
+    schedule(c, {50}, {StepPlan{{}, {6}}, StepPlan{{}, {1}}, reset_then(0, 20, 1, {3}), StepPlan{{}, {1}},
+                       reset_then(0, 23, 2, {5})});
+    set.push_back(spec("core_f32_one_sequence_resets", {"gqa", "reset-reuse", "reset-p0-down", "reset-p0-up",
+                                                        "reset-shorter", "multi-layer", "sliding-and-full", "chunk>W",
+                                                        "t=W"}, c));
+  }
 
   // Each case carries every class it exercises (derive_classes); its hand-written tags say what it
   // was built for, and a tag it does not exercise is a bug of the catalogue.

@@ -68,6 +68,49 @@ TEST(Coverage, EveryStructuralClassHasCoreCasesAtHeadDims64And128InHalfPrecision
   }
 }
 
+// The capability profiles real engines have (issue 26 item 5): model code that starts every sequence
+// at position 0 (transformers, mlx-lm: no settable start position), one format for K and V, bf16
+// only, no sinks, one sequence. Each is judged by the committed set on every structural class it can
+// express, resets included (a reset to position 0 is one such an engine can do).
+std::vector<std::pair<std::string, Capabilities>> engine_profiles() {
+  std::vector<std::pair<std::string, Capabilities>> out;
+  const auto start_at_0 = [](Capabilities c) {
+    c.settable_p0 = false;
+    return c;
+  };
+  Capabilities bf16 = conformance::core_capabilities({DType::bf16});  // bf16 K/V only, no f32
+  Capabilities bf16_kernels = bf16;
+  bf16_kernels.head_dims = {64, 128};
+  Capabilities one_sequence = conformance::core_capabilities();
+  one_sequence.max_batch = 1;
+  Capabilities one_format;
+  one_format.kv_formats_differ = false;
+  Capabilities no_sinks;
+  no_sinks.sinks = false;
+  out.emplace_back("core, start at 0 (transformers, mlx-lm)", start_at_0(conformance::core_capabilities()));
+  out.emplace_back("core f32, start at 0", start_at_0(conformance::core_capabilities({DType::f32})));
+  out.emplace_back("core bf16 d64/128, start at 0", start_at_0(bf16_kernels));
+  out.emplace_back("core, one sequence, start at 0", start_at_0(one_sequence));
+  out.emplace_back("everything, start at 0", start_at_0(Capabilities{}));
+  out.emplace_back("one format for K and V", one_format);
+  out.emplace_back("core bf16 only", bf16);
+  out.emplace_back("core bf16 d64/128", bf16_kernels);
+  out.emplace_back("no sinks", no_sinks);
+  out.emplace_back("core, one sequence", one_sequence);
+  return out;
+}
+
+TEST(Coverage, EveryEngineProfileIsJudgedOnEveryStructuralClassItCanExpress) {
+  for (const auto& [name, caps] : engine_profiles()) {
+    const std::map<std::string, int> n = cases_per_class(caps, set());
+    for (const ClassInfo& c : class_catalogue()) {
+      if (!c.structural || !class_not_applicable(caps, c.name).empty()) continue;
+      EXPECT_GE(n.at(c.name), 1) << "profile \"" << name << "\" can express " << c.name << " but no committed case of it "
+                                 << "is within the profile";
+    }
+  }
+}
+
 TEST(Coverage, ApplicabilityFollowsTheDeclaredCapabilities) {
   Capabilities c = conformance::core_capabilities({DType::bf16});
   c.max_batch = 1;
