@@ -25,6 +25,7 @@
 #include "support/config_json.hpp"
 #include "support/profiles.hpp"
 #ifdef RINGKV_HAVE_ABI
+#include "plugin_declaration.hpp"
 #include "plugin_engine.hpp"
 #endif
 
@@ -138,6 +139,10 @@ struct EngineUnderTest {
   bool qk_rotated_by_ringkv = false;  // a plugin with wants_rotated_qk: ringkv rotates q and k for it
   std::string capabilities_source;    // file exchange: the capabilities file ("" without one)
   bool per_job = false;  // a plugin: each job opens its own (its own worker process; one Plugin serves one call at a time)
+  std::vector<std::string> declaration_warnings = {};  // found at load (plugin_declaration.hpp), with the verdict
+#ifdef RINGKV_HAVE_ABI
+  std::shared_ptr<abi::Plugin> plugin = nullptr;  // a plugin: the one opened for the report
+#endif
 };
 
 // The CUDA engines share the one device: their cases and properties run one at a time (--jobs).
@@ -182,6 +187,15 @@ EngineCoverage engine_coverage(const Capabilities& caps, const std::vector<golde
   return c;
 }
 
+// What to do about a required class that went unjudged, said with every such failure (issue 26).
+std::string not_judged_advice(bool external_outputs) {
+  return std::string("to judge it: declare the capability in the engine's ") +
+         (external_outputs ? "capabilities file" : "capabilities (a plugin: docs/engine-abi.md; ABI 1.2 fields left at zero narrow it)") +
+         " if the engine has it; judge the engine on a random set drawn within its capabilities (`ringkv golden generate "
+         "--random 240 --capabilities caps.json --out DIR`, then `ringkv check --golden DIR`)" +
+         (external_outputs ? "" : "; or run the properties too (`--properties`: generated cases within the capabilities)");
+}
+
 // The core classes not applicable to an engine's declaration: non-empty when it declares less than the
 // spec 1 core (never a plain pass without saying so). The core leaves the storage formats (f32, f16,
 // bf16) and the head dims to the engine: those classes do not count.
@@ -222,7 +236,9 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
     po.startup_timeout_ms = opt.timeout_ms;  // loading too: a plugin that hangs in it is killed after --timeout-ms
     po.leak_limit_mib = opt.leak_limit_mib;
     const std::shared_ptr<abi::Plugin> plugin = abi::Plugin::open(spec, po);
-    return {spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0, {}, true};
+    EngineUnderTest e{spec, abi::plugin_engine_factory(plugin), false, {}, plugin->raw_capabilities().wants_rotated_qk != 0, {}, true};
+    e.plugin = plugin;
+    return e;
 #else
     (void)opt;
     throw InputError("--engine " + spec + ": this ringkv was built without plugin support");
@@ -415,6 +431,15 @@ int run_check(const CheckOptions& opt) {
       }
     }
   }
+#ifdef RINGKV_HAVE_ABI
+  for (EngineUnderTest& eng : engines) {  // what a plugin's declaration costs, said at load and with its verdict
+    if (!eng.plugin) continue;
+    eng.declaration_warnings = declaration_warnings(*eng.plugin, opt.golden_dir, selected);
+    for (const std::string& w : eng.declaration_warnings) {
+      if (progress) write_stderr("WARNING: engine " + eng.label + ": " + w + "\n");
+    }
+  }
+#endif
 
   // ---- the golden cases and the properties, on opt.jobs workers (--jobs) ----
   // One golden case on one engine: its result. `factory` is the job's own instance of the engine.
@@ -608,7 +633,7 @@ int run_check(const CheckOptions& opt) {
       reasons.push_back("engine " + eng.label + ": " + std::to_string(c.missing.size()) + " required class(es) not judged (" +
                         (required ? "--require-classes " + opt.require_classes
                                   : std::string("default: the structural classes within its capabilities")) +
-                        "):" + list);
+                        "):" + list + "\n  " + not_judged_advice(eng.external_outputs));
     }
     coverage.emplace(eng.label, std::move(c));
   }
@@ -791,6 +816,7 @@ int run_check(const CheckOptions& opt) {
     std::printf("\n");
     if (!eng.capabilities_source.empty()) std::printf("  capabilities: %s\n", eng.capabilities_source.c_str());
     if (cov != coverage.end()) std::printf("  coverage of %s: %s\n", eng.label.c_str(), cov->second.line.c_str());
+    for (const std::string& w : eng.declaration_warnings) std::printf("  WARNING: %s\n", w.c_str());
     if (missing) {
       std::printf("  %zu required class(es) not judged (below)\n", cov->second.missing.size());
     }
@@ -867,6 +893,7 @@ int run_check(const CheckOptions& opt) {
       } else if (!eng.unavailable.empty()) {
         j["skipped_engines"].push_back({{"engine", eng.label}, {"reason", eng.unavailable}});
       }
+      for (const std::string& w : eng.declaration_warnings) j["engine_warnings"].push_back({{"engine", eng.label}, {"warning", w}});
     }
     for (const CaseResult& r : results) {
       json jc = {{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
@@ -940,6 +967,10 @@ int run_check(const CheckOptions& opt) {
         x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << "\"><skipped message=\""
           << xml_escape(eng.unavailable) << "\"/></testcase>\n";
       }
+      for (const std::string& w : eng.declaration_warnings) {
+        x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << ": declaration\"><system-out>"
+          << xml_escape("WARNING: " + w) << "</system-out></testcase>\n";
+      }
       for (const CaseResult& r : results) {
         if (r.engine != eng.label) continue;
         x << "    <testcase classname=\"golden\" name=\"" << xml_escape(r.name) << "\">";
@@ -962,7 +993,8 @@ int run_check(const CheckOptions& opt) {
                                            [&](const std::string& m) { return m.rfind(k.name + " (", 0) == 0; });
           if (missing) {
             x << "<failure message=\"" << xml_escape("required class not judged: " + std::string(golden::to_string(k.status)) +
-                                                     (k.why.empty() ? "" : " (" + k.why + ")")) << "\"/>";
+                                                     (k.why.empty() ? "" : " (" + k.why + ")") + "; " +
+                                                     not_judged_advice(eng.external_outputs)) << "\"/>";
           } else if (k.status != golden::Coverage::judged) {
             x << "<skipped message=\"" << xml_escape(std::string(golden::to_string(k.status)) + (k.why.empty() ? "" : ": " + k.why))
               << "\"/>";

@@ -10,6 +10,10 @@
 //  - abi_1_2: an ABI 1.2 plugin (abi_version minor 2) whose capabilities say "rollback" in the bytes
 //    where ABI 1.3 appended its fields: the host must not read them (such a plugin has no rollback).
 //    It aborts if it is ever sent a rollback or a rollback_reserve, which ABI 1.2 cannot express.
+//  - abi_1_1_recompiled: a correct ABI 1.1 plugin recompiled against this header (issue 26): its table
+//    says RINGKV_ABI_VERSION, but it fills only the fields ABI 1.1 had, so the 1.2 and 1.3 fields keep the
+//    host's zeros. Zero in per_layer_rope, partial_rotary, settable_p0 and kv_formats_differ narrows it
+//    below the spec 1 core; the host must say so at load (abi_versions.hpp).
 //  - limit_max_rollback_reserve_4: declares rollback with max_rollback_reserve = 4.
 //  - caps_lie_more: declares everything the reference supports (batch, INT8, sinks), but its create()
 //    refuses a batch > 1 and INT8 K, and it ignores sinks (runs every layer with S = 0): capabilities
@@ -79,6 +83,9 @@ ringkv::abi::ExportSpec make_spec() {
 #elif defined(RINGKV_LIMIT_abi_1_2)
   s.factory.name = "limit:abi_1_2";
   (void)caps;
+#elif defined(RINGKV_LIMIT_abi_1_1_recompiled)
+  s.factory.name = "limit:abi_1_1_recompiled";
+  (void)caps;
 #else
 #error "define one RINGKV_LIMIT_x"
 #endif
@@ -87,7 +94,7 @@ ringkv::abi::ExportSpec make_spec() {
 
 }  // namespace
 
-#if defined(RINGKV_LIMIT_abi_1_1) || defined(RINGKV_LIMIT_abi_1_2)
+#if defined(RINGKV_LIMIT_abi_1_1) || defined(RINGKV_LIMIT_abi_1_2) || defined(RINGKV_LIMIT_abi_1_1_recompiled)
 namespace {
 
 const ringkv_engine_api* g_inner = nullptr;  // the export helper's table, which the old plugin's wraps
@@ -112,6 +119,29 @@ ringkv_status capabilities_with_garbage(ringkv_capabilities* caps) {
 void make_old(ringkv_engine_api& api) {
   api.abi_version = RINGKV_ABI_MAKE_VERSION(1, 1);
   api.get_capabilities = capabilities_with_garbage;
+}
+#elif defined(RINGKV_LIMIT_abi_1_1_recompiled)
+// What an ABI 1.1 plugin's get_capabilities writes: the fields up to precision2. Whatever lies beyond
+// keeps the zero the host put there.
+ringkv_status capabilities_of_abi_1_1(ringkv_capabilities* caps) {
+  const ringkv_status st = g_inner->get_capabilities(caps);
+  if (st == RINGKV_OK && RINGKV_HAS_FIELD(caps, ringkv_capabilities, rollback)) {
+    caps->max_sliding_windows = 0;
+    caps->per_layer_rope = 0;
+    caps->partial_rotary = 0;
+    caps->settable_p0 = 0;
+    caps->min_window = 0;
+    caps->max_position = 0;
+    caps->kv_formats_differ = 0;
+    caps->reserved_1_3 = 0;
+    caps->max_rollback_reserve = 0;
+    caps->rollback = 0;
+  }
+  return st;
+}
+
+void make_old(ringkv_engine_api& api) {  // abi_version stays RINGKV_ABI_VERSION: it was recompiled
+  api.get_capabilities = capabilities_of_abi_1_1;
 }
 #else
 // The 1.2 capabilities, then "rollback, reserve up to 64" where 1.3 appended its fields.

@@ -366,7 +366,9 @@ class PluginEngine final : public Engine {
 
 // ---------------------------------------------------------------- public API
 
-Plugin::Plugin(std::unique_ptr<PluginHost> host) : host_(std::move(host)) {}
+Plugin::Plugin(std::unique_ptr<PluginHost> host)
+    : host_(std::move(host)),
+      zero_abi_1_2_fields_(abi_1_2_fields_left_at_zero(host_->name(), host_->caps(), host_->abi_version(), host_->mapped())) {}
 Plugin::~Plugin() = default;
 
 std::shared_ptr<Plugin> Plugin::open(const std::string& plugin_path, PluginOptions options) {
@@ -377,6 +379,7 @@ const std::string& Plugin::path() const { return host_->path(); }
 const ringkv_capabilities& Plugin::raw_capabilities() const { return host_->caps(); }
 const Capabilities& Plugin::capabilities() const { return host_->mapped(); }
 uint32_t Plugin::abi_version() const { return host_->abi_version(); }
+const std::optional<ZeroAbi12Fields>& Plugin::zero_abi_1_2_fields() const { return zero_abi_1_2_fields_; }
 std::string Plugin::unsupported(const Config& config) const { return host_->unsupported(config); }
 std::string Plugin::config_json(const Config& config) const { return host_->config_json(config); }
 std::unique_ptr<Engine> Plugin::create(const Config& config) { return std::make_unique<PluginEngine>(host_, config); }

@@ -13,9 +13,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "abi_versions.hpp"
 #include "capabilities_map.hpp"
 #include "ringkv/engine.hpp"
 #include "ringkv/engine_abi.h"
@@ -67,6 +69,9 @@ class Plugin {
   const Capabilities& capabilities() const;
   /// ABI version of the plugin's table.
   uint32_t abi_version() const;
+  /// Found at load: the plugin (ABI minor >= 2) leaves every ABI 1.2 capability field at zero, as a
+  /// plugin written for ABI 1.1 and recompiled does (abi_versions.hpp); nullopt otherwise.
+  const std::optional<ZeroAbi12Fields>& zero_abi_1_2_fields() const;
   /// "" if the config is inside the declared capabilities, else the first reason it is not.
   std::string unsupported(const Config& config) const;
   /// Creates an engine (restarting the worker first if the last one died). Throws ConfigError for a
@@ -83,6 +88,7 @@ class Plugin {
  private:
   explicit Plugin(std::unique_ptr<PluginHost> host);
   std::shared_ptr<PluginHost> host_;
+  std::optional<ZeroAbi12Fields> zero_abi_1_2_fields_;
 };
 
 /// Collects the warnings of the plugin engines destroyed on this thread while it lives (the innermost

@@ -699,6 +699,44 @@ TEST(EngineAbi, AnAbi11PluginsBytesInThe12FieldsAreIgnored) {
   EXPECT_TRUE(p0_case && w1_case);
 }
 
+// An ABI 1.1 plugin recompiled against the 1.3 header (issue 26): its table says 1.3, so its 1.2 fields
+// count, and they are all zero. The host keeps the declaration as it is (zero narrows), but says so at
+// load, naming the four fields whose zero narrows it; a plugin that sets any 1.2 field is not warned.
+TEST(EngineAbi, ARecompiledAbi11PluginIsWarnedAtLoadNamingTheZero12Fields) {
+  const std::shared_ptr<Plugin> p = Plugin::open(plugin_path("abi_1_1_recompiled"), options());
+  EXPECT_EQ(p->abi_version(), RINGKV_ABI_VERSION);
+  EXPECT_FALSE(p->capabilities().settable_p0);  // as declared: zero narrows
+  EXPECT_FALSE(p->capabilities().per_layer_rope);
+  const std::optional<ZeroAbi12Fields>& zero = p->zero_abi_1_2_fields();
+  ASSERT_TRUE(zero.has_value());
+  EXPECT_EQ(zero->fields, (std::vector<std::string>{"per_layer_rope", "partial_rotary", "settable_p0", "kv_formats_differ"}));
+  EXPECT_TRUE(zero->as_abi_1_1.settable_p0 && zero->as_abi_1_1.per_layer_rope && zero->as_abi_1_1.partial_rotary &&
+              zero->as_abi_1_1.kv_formats_differ);
+  EXPECT_FALSE(zero->as_abi_1_1.rollback);  // only the 1.2 fields are widened
+  const std::string w = zero->warning("COST");
+  EXPECT_NE(w.find("plugin libringkv_plugin_abi_1_1_recompiled.so (ABI 1.3) leaves every ABI 1.2 capability field at "
+                   "zero, as a plugin written for ABI 1.1 and recompiled against a newer header does: zero in "
+                   "per_layer_rope, partial_rotary, settable_p0 and kv_formats_differ narrows it"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("; COST. Declare what the engine supports"), std::string::npos) << w;
+  EXPECT_NE(w.find("set min_window = 1"), std::string::npos) << w;
+  // Not warned: an ABI 1.1 plugin (its 1.2 bytes are not read), the reference, the core control (it sets
+  // max_sliding_windows and settable_p0), the C skeleton.
+  for (const char* name : {"abi_1_1", "reference", "core_f32", "skeleton"}) {
+    EXPECT_FALSE(Plugin::open(plugin_path(name), options())->zero_abi_1_2_fields().has_value()) << name;
+  }
+  // The rule itself: any nonzero 1.2 field says the plugin knows them; a minor below 2 is never read.
+  ringkv_capabilities raw = p->raw_capabilities();
+  EXPECT_TRUE(abi_1_2_fields_left_at_zero("x", raw, RINGKV_ABI_VERSION, p->capabilities()).has_value());
+  EXPECT_FALSE(abi_1_2_fields_left_at_zero("x", raw, RINGKV_ABI_MAKE_VERSION(1, 1), p->capabilities()).has_value());
+  raw.min_window = 1;  // the same as 0: the opt-out the warning names
+  EXPECT_FALSE(abi_1_2_fields_left_at_zero("x", raw, RINGKV_ABI_VERSION, p->capabilities()).has_value());
+  EXPECT_EQ(abi_1_2_zero_cost(20, 77, 88, {"reset-p0-up", "per-layer-rope"}, 1),
+            "they cost 57 of the 88 golden cases (within the capabilities: 20 instead of 77) and 2 classes (1 of them "
+            "core) not applicable: reset-p0-up, per-layer-rope");
+}
+
 // The two "spec 1 core" controls through the ABI: their declaration crosses it unchanged (the bf16 one's
 // fixed storage too), and each passes every committed case inside it and skips the others.
 class CorePlugin : public ::testing::TestWithParam<const char*> {};

@@ -14,7 +14,11 @@
  *  - Versions. RINGKV_ABI_VERSION_MAJOR changes on any incompatible change;
  *    the host refuses a plugin whose major differs, naming both versions.
  *    RINGKV_ABI_VERSION_MINOR grows when fields or functions are appended at
- *    the end of a struct or of the table; older readers ignore them.
+ *    the end of a struct or of the table; older readers ignore them. Zero in
+ *    an appended field means what the older minors assumed, so a plugin
+ *    recompiled against a newer header is judged as before; the one exception
+ *    is ABI 1.2, whose zeros narrow (see its fields below; a plugin that leaves
+ *    all seven at zero is warned at load). docs/engine-abi.md, "Minor versions".
  *  - Sizes. Every struct starts with `uint32_t struct_size`, set by whoever
  *    creates the struct to sizeof(struct) in its header version. A reader
  *    touches a field only if it lies within struct_size (RINGKV_HAS_FIELD).
