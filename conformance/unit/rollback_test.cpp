@@ -115,6 +115,39 @@ TEST(Rollback, WorkedExampleOfTheSpec) {
   EXPECT_EQ(refusal_of(e, 0, 4), "");
 }
 
+// Spec 1.1 §5.1.4 (issue 26): the reserve a refusal names holds for the same schedule, also where an
+// earlier rollback, refused at the configured reserve, is honoured at a larger one and changes H.
+TEST(Rollback, TheRefusalsReserveHonoursTheSameSchedule) {
+  // S = 0, W = 4, Q = 0: append 8; rollback(3) is refused (reserve 2 would honour it: m = 5, H = 8);
+  // a second rollback(3) is refused too. With Q = 2 the first is honoured (to 5) and the second (5 to 2)
+  // still refused: it needs 4, not the 2 that this H alone gives.
+  Driver d(config_of(0, 4, 0, 32));
+  d.step(0, 0, 8);
+  std::string why = refusal_of(d, 0, 3);
+  EXPECT_NE(why.find("rollback_reserve >= 2 would honour it (it is 0)"), std::string::npos) << why;
+  why = refusal_of(d, 0, 3);
+  EXPECT_NE(why.find("rollback_reserve >= 4 would honour it (it is 0)"), std::string::npos) << why;
+  // What the messages say, checked by running the schedule at reserves 2, 3 and 4.
+  const auto second_refused = [](int64_t reserve) {
+    Driver e(config_of(0, 4, reserve, 32));
+    e.step(0, 0, 8);
+    EXPECT_EQ(refusal_of(e, 0, 3), "") << "reserve " << reserve << " honours the first rollback";
+    return !refusal_of(e, 0, 3).empty();
+  };
+  EXPECT_TRUE(second_refused(2));
+  EXPECT_TRUE(second_refused(3));
+  EXPECT_FALSE(second_refused(4));
+  // A reset starts the replay again: the same first rollback names 2 again.
+  d.engine.reset(0, 0);
+  d.step(0, 0, 8);
+  why = refusal_of(d, 0, 3);
+  EXPECT_NE(why.find("rollback_reserve >= 2 would honour it (it is 0)"), std::string::npos) << why;
+  // A schedule no reserve replays: with the refused rollback(3) honoured, rollback(7) takes back more
+  // than the 5 tokens it would hold.
+  why = refusal_of(d, 0, 7);
+  EXPECT_NE(why.find("no rollback_reserve would honour it in this schedule"), std::string::npos) << why;
+}
+
 TEST(Rollback, StepChecksNameTheFieldAndTheRange) {
   Driver d(config_of(1, 3, 2, 16, 1, 2));
   d.step(0, 0, 5);

@@ -55,6 +55,7 @@ EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOpti
   p0_.resize(sz(B));
   seen_.assign(sz(B), 0);
   high_water_.assign(sz(L) * sz(B), 0);
+  replay_ = RollbackReplay(config_);
   resident_view_.resize(sz(B));
   for (int s = 0; s < B; ++s) p0_[sz(s)] = start_position(config_, s);
 
@@ -438,7 +439,8 @@ void EngineCore::step_resident(const ResidentBatch& batch) {
   const StepBatch view{batch.resets, std::span<const SequenceStep>(resident_view_.data(), batch.appends.size()),
                        batch.rollbacks};
   validate_step(config_, view, seen_, /*check_values=*/false);
-  check_rollbacks_honoured(config_, view, seen_, high_water_);  // refused: nothing changed
+  check_rollbacks_honoured(config_, view, seen_, high_water_, &replay_);  // refused: nothing changed
+  replay_.apply(view);
   apply_rollbacks(batch.rollbacks);
   apply_resets(batch.resets);
   size_t num = 0;
@@ -463,7 +465,8 @@ void EngineCore::step_resident(const ResidentBatch& batch) {
 
 void EngineCore::step(const StepBatch& batch) {
   validate_step(config_, batch, seen_);                         // throws before anything changes
-  check_rollbacks_honoured(config_, batch, seen_, high_water_);  // a refused rollback too
+  check_rollbacks_honoured(config_, batch, seen_, high_water_, &replay_);  // a refused rollback too
+  replay_.apply(batch);
   apply_rollbacks(batch.rollbacks);
   apply_resets(batch.resets);
   const int Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;

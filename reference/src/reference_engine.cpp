@@ -15,6 +15,7 @@ ReferenceEngine::ReferenceEngine(Config config) : config_(std::move(config)) {
   p0_.resize(static_cast<size_t>(config_.batch));
   seen_.assign(static_cast<size_t>(config_.batch), 0);
   high_water_.assign(config_.layers.size() * static_cast<size_t>(config_.batch), 0);
+  replay_ = RollbackReplay(config_);
   for (int s = 0; s < config_.batch; ++s) p0_[static_cast<size_t>(s)] = start_position(config_, s);
   rebuild_rings();
 }
@@ -103,7 +104,7 @@ void ReferenceEngine::clear_sequence(int sequence) {
 }
 
 void ReferenceEngine::check_rollbacks(const StepBatch& batch) const {
-  check_rollbacks_honoured(config_, batch, seen_, high_water_);
+  check_rollbacks_honoured(config_, batch, seen_, high_water_, &replay_);
 }
 
 void ReferenceEngine::roll_back(int sequence, int64_t m) {
@@ -145,6 +146,7 @@ void ReferenceEngine::reset(int sequence, int64_t start_position) {
 void ReferenceEngine::step(const StepBatch& batch) {
   validate_batch(batch);    // throws before anything changes
   check_rollbacks(batch);   // a refused rollback rejects the whole step, also before any change
+  replay_.apply(batch);
   for (const SequenceRollback& rb : batch.rollbacks) roll_back(rb.sequence, seen_of(rb.sequence) - rb.n_tokens);
   for (const SequenceReset& r : batch.resets) {
     clear_sequence(r.sequence);

@@ -109,8 +109,66 @@ bool layer_honours_rollback(const LayerConfig& layer, int64_t max_tokens, int64_
   return lo + non_sink_slots >= high_water;  // no later write has reached key lo's slot
 }
 
+RollbackReplay::RollbackReplay(const Config& config)
+    : layers_(config.layers),
+      max_tokens_(config.max_tokens),
+      batch_(static_cast<size_t>(config.batch)),
+      held_(batch_, 0),
+      high_(layers_.size() * batch_, 0),
+      need_(layers_.size() * batch_, 0) {}
+
+// The reserve layer l needs to honour a rollback to m with the replay's H: 0 where it sees no old key.
+int64_t RollbackReplay::need_of(size_t layer, size_t sequence, int64_t m) const {
+  const LayerConfig& l = layers_[layer];
+  if (l.window >= max_tokens_) return 0;  // a global layer never refuses
+  const int64_t lo = std::max(l.sinks, m - l.window + 1);
+  if (lo > m - 1) return 0;
+  return std::max<int64_t>(0, high_[layer * batch_ + sequence] - lo - l.window);
+}
+
+void RollbackReplay::roll_back(size_t sequence, int64_t n_tokens) {
+  int64_t& held = held_[sequence];
+  if (held < n_tokens) {
+    held = -1;  // it cannot follow this schedule; a reset starts it again
+    return;
+  }
+  const int64_t m = held - n_tokens;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    int64_t& need = need_[l * batch_ + sequence];
+    need = std::max(need, need_of(l, sequence, m));
+    int64_t& H = high_[l * batch_ + sequence];
+    H = high_water_after_rollback(layers_[l], m, H);
+  }
+  held = m;
+}
+
+void RollbackReplay::apply(const StepBatch& batch) {
+  apply_refused(batch);
+  for (const SequenceReset& r : batch.resets) {
+    const auto b = static_cast<size_t>(r.sequence);
+    held_[b] = 0;
+    for (size_t l = 0; l < layers_.size(); ++l) high_[l * batch_ + b] = need_[l * batch_ + b] = 0;
+  }
+  for (const SequenceStep& a : batch.appends) {
+    const auto b = static_cast<size_t>(a.sequence);
+    if (held_[b] < 0) continue;
+    held_[b] += a.n_tokens;
+    for (size_t l = 0; l < layers_.size(); ++l) high_[l * batch_ + b] = std::max(high_[l * batch_ + b], held_[b]);
+  }
+}
+
+void RollbackReplay::apply_refused(const StepBatch& batch) {
+  for (const SequenceRollback& rb : batch.rollbacks) roll_back(static_cast<size_t>(rb.sequence), rb.n_tokens);
+}
+
+int64_t RollbackReplay::reserve_needed(int layer, int sequence, int64_t n_tokens) const {
+  const auto l = static_cast<size_t>(layer), b = static_cast<size_t>(sequence);
+  if (held_[b] < n_tokens) return -1;
+  return std::max(need_[l * batch_ + b], need_of(l, b, held_[b] - n_tokens));
+}
+
 void check_rollbacks_honoured(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
-                              std::span<const int64_t> high_water) {
+                              std::span<const int64_t> high_water, RollbackReplay* replay) {
   const auto B = static_cast<size_t>(config.batch);
   for (size_t r = 0; r < batch.rollbacks.size(); ++r) {
     const SequenceRollback& rb = batch.rollbacks[r];
@@ -122,13 +180,21 @@ void check_rollbacks_honoured(const Config& config, const StepBatch& batch, std:
       if (layer_honours_rollback(layer, config.max_tokens, m, H)) continue;
       const int64_t lo = std::max(layer.sinks, m - layer.window + 1);
       const int64_t slots = ring_capacity(layer, config.max_tokens) - layer.sinks;
+      // Q_needed (§5.1.4): replayed where the engine keeps the replay, else with this H.
+      const int64_t needed = replay ? replay->reserve_needed(static_cast<int>(l), rb.sequence, rb.n_tokens)
+                                    : H - lo - layer.window;
+      const std::string reserve =
+          needed < 0 ? "no rollback_reserve would honour it in this schedule (with its earlier refused rollbacks "
+                       "honoured, sequence " + std::to_string(rb.sequence) + " would hold fewer tokens than one of "
+                       "them takes back; it is " + std::to_string(layer.rollback_reserve) + ")"
+                     : "rollback_reserve >= " + std::to_string(needed) + " would honour it (it is " +
+                           std::to_string(layer.rollback_reserve) + ")";
+      if (replay) replay->apply_refused(batch);  // the refused rollbacks are part of the replayed schedule
       reject("step.rollbacks[" + std::to_string(r) + "].n_tokens", std::to_string(rb.n_tokens),
              "refused: sequence " + std::to_string(rb.sequence) + " would keep " + std::to_string(m) +
                  " tokens, but layer " + std::to_string(l) + " no longer holds key " + std::to_string(lo) +
                  " (high-water mark " + std::to_string(H) + " > " + std::to_string(lo) + " + " +
-                 std::to_string(slots) + " non-sink slots); rollback_reserve >= " +
-                 std::to_string(H - lo - layer.window) + " would honour it (it is " +
-                 std::to_string(layer.rollback_reserve) + ")");
+                 std::to_string(slots) + " non-sink slots); " + reserve);
     }
   }
 }

@@ -122,10 +122,41 @@ class Engine {
 void validate_step(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
                    bool check_values = true);
 
+/// The reserve a refusal's message names (spec 1.1 §5.1.4, Q_needed): per sequence, its schedule since
+/// its last reset replayed with every rollback honoured, the refused ones too (the tokens it would
+/// hold, each layer's high-water mark), and per layer the largest reserve any of those rollbacks
+/// needed. A larger reserve can honour an earlier refused rollback and so change H; the replay follows
+/// that schedule. Sized at construction; a step allocates nothing.
+class RollbackReplay {
+ public:
+  RollbackReplay() = default;
+  explicit RollbackReplay(const Config& config);
+  /// An honoured step: its rollbacks, resets and appends, in that order.
+  void apply(const StepBatch& batch);
+  /// A refused step: its rollbacks, which the replay honours (nothing else of the step happened).
+  void apply_refused(const StepBatch& batch);
+  /// The smallest reserve of `layer` at which it honours every rollback of `sequence` since its reset
+  /// and one of `n_tokens` more, all honoured; -1 when the replay cannot take them (with the earlier
+  /// refused rollbacks honoured, the sequence would hold fewer tokens than one of them takes back).
+  int64_t reserve_needed(int layer, int sequence, int64_t n_tokens) const;
+
+ private:
+  int64_t need_of(size_t layer, size_t sequence, int64_t m) const;
+  void roll_back(size_t sequence, int64_t n_tokens);
+  std::vector<LayerConfig> layers_;
+  int64_t max_tokens_ = 0;
+  size_t batch_ = 0;
+  std::vector<int64_t> held_;  // [sequence] tokens held in the replay; -1 once it cannot follow (until a reset)
+  std::vector<int64_t> high_;  // [layer][sequence] H_l in the replay
+  std::vector<int64_t> need_;  // [layer][sequence] the largest reserve a rollback since the reset needed
+};
+
 /// Spec 1.1 §5.1.2: throws StepError with §5.1.4's message if a rollback of the batch is refused.
-/// Call after validate_step. `high_water` is [layers][batch]: H_l of every (layer, sequence).
+/// Call after validate_step. `high_water` is [layers][batch]: H_l of every (layer, sequence). With
+/// `replay`, the message's reserve is the replay's (and the refused rollbacks join the replay); without
+/// it, the reserve that would honour this rollback with the same high-water mark.
 void check_rollbacks_honoured(const Config& config, const StepBatch& batch, std::span<const int64_t> tokens_seen,
-                              std::span<const int64_t> high_water);
+                              std::span<const int64_t> high_water, RollbackReplay* replay = nullptr);
 
 /// Whether one sliding layer honours a rollback to m tokens given its high-water mark (spec 1.1
 /// §5.1.2); a global layer (W >= max_tokens) always does.

@@ -111,6 +111,7 @@ class ReferenceEngine : public Engine {
   std::vector<int64_t> p0_;         // [sequence]
   std::vector<int64_t> seen_;       // [sequence] tokens held since reset
   std::vector<int64_t> high_water_; // [layer][sequence] H_l: spec 1.1 §5.1.2
+  mutable RollbackReplay replay_;   // the reserve a refusal names (§5.1.4); a refused step joins it
 
   // Scratch, sized once at construction.
   std::vector<double> cos_, sin_;      // [R/2]

@@ -109,6 +109,7 @@ class EngineCore : public Engine {
   std::vector<Buffer> buffers_;
   std::vector<int64_t> p0_, seen_;
   std::vector<int64_t> high_water_;  // [L][B] H_l (spec 1.1 §5.1.2), as the reference keeps it
+  RollbackReplay replay_;            // the reserve a refusal names (§5.1.4), as the reference keeps it
   size_t ring_bytes_ = 0;
   int64_t max_capacity_ = 1;
   int64_t chunk_tile_ = 1;
