@@ -102,10 +102,14 @@ def embeddings(case):
 
 
 def sliding_pattern(case):
-    return [case.is_sliding(l) for l in range(case.L)]
+    """Which layers are gemma2 SWA layers: those whose window slides (W < max_tokens). gemma2's cache
+    (llama_kv_cache_iswa) requires at least one: a case where no window slides makes every layer an
+    SWA layer with n_swa = the smallest W (>= max_tokens: plain causal attention, spec §2)."""
+    sl = [case.is_sliding(l) for l in range(case.L)]
+    return sl if any(sl) else [True] * case.L
 
 
-def rope_params(case):
+def rope_params(case):  # noqa: C901
     """(freq_base, freq_base_swa, freq_scale, n_rot) of the model: gemma2 has one theta for full and one
     for sliding layers, one linear factor and one rotary dim. None when the case needs more."""
     sl = sliding_pattern(case)
@@ -135,8 +139,7 @@ def write_gguf(case, path, window_bug=0):
     E = embeddings(case)
     base_full, base_swa, fscale, n_rot = rope_params(case)
     sl = sliding_pattern(case)
-    windows = {case.layers[l]["window"] for l in range(case.L) if sl[l]}
-    n_swa = (windows.pop() if windows else case.max_tokens) + window_bug
+    n_swa = min(case.layers[l]["window"] for l in range(case.L) if sl[l]) + window_bug
     w = gguf.GGUFWriter(path, "gemma2")
     w.add_block_count(case.L)
     w.add_context_length(max(4096, case.max_tokens))
