@@ -132,6 +132,10 @@ class LlamaCpp:
             return "several sliding windows: a llama.cpp model has one n_swa"
         if any(l["rope"]["style"] != "neox" for l in case.layers):
             return "RoPE other than neox: gemma2's RoPE is NEOX"
+        n, _ = M.hidden_layout(case)
+        if n > M.MAX_HIDDEN:
+            return f"a token's q, k and v have a sum of squares needing a generated hidden size of {n} > " \
+                   f"{M.MAX_HIDDEN} (model.py: the RMS-norm padding); the adapter's limit, not llama.cpp's"
         if M.rope_params(case) is None:
             return "per-layer RoPE beyond one theta for sliding and one for full layers (rope.freq_base_swa), " \
                    "or rotary dims / scalings differing per layer"
@@ -169,6 +173,8 @@ class LlamaCpp:
     def rollback(self, rollbacks):
         before = {s: self.m.seq_pos_max(s) for s, _ in rollbacks}
         for seq, n in rollbacks:
+            if seq in self.diverged:
+                continue
             keep = self.held[seq] - n
             if not self.m.seq_rm(seq, self.p0[seq] + keep, -1):
                 if any(self.m.seq_pos_max(s) != before[s] for s, _ in rollbacks):
@@ -198,7 +204,16 @@ class LlamaCpp:
             positions += list(pos)
             seqs += [c.seq] * c.n
             self.held[c.seq] += c.n
-        ubatches = self.m.decode(tokens, positions, seqs) if tokens else []
+        try:
+            ubatches = self.m.decode(tokens, positions, seqs) if tokens else []
+        except RuntimeError as e:
+            # llama_decode refused the batch (llama.cpp's message is on stderr): e.g. after a reset of a
+            # sequence holding position 2^31 - 1, which llama_memory_seq_rm(seq, -1, -1) does not remove
+            # (p1 = -1 becomes INT32_MAX, an exclusive bound). The step's outputs stay NaN.
+            print(f"{case.name}: step {chunks[0].step}: {e}: the outputs of these sequences from here are NaN",
+                  file=sys.stderr)
+            self.diverged.update(c.seq for c in chunks)
+            ubatches = []
         out = np.full((case.R, case.L, case.Hq * case.D), np.nan, np.float32)
         q_rot = np.full((case.R, case.L, case.Hq * case.D), np.nan, np.float32)
         k_rot = np.full((case.R, case.L, case.Hkv * case.D), np.nan, np.float32)

@@ -43,6 +43,7 @@ import gguf
 import llama_cpp as lc
 
 ID_SCALE = 2.0 ** -20
+MAX_HIDDEN = 2 ** 16  # the padding needs n >= 2 * (largest sum of squares of a token's q, k, v + 1)
 PAD = 8
 EPS = 2.0 ** -100
 NO_CAP = 2.0 ** 100
@@ -165,14 +166,17 @@ def write_gguf(case, path, window_bug=0):
     w.add_vocab_size(case.R)
     w.add_tensor("token_embd.weight", E)
     w.add_tensor("output_norm.weight", np.ones(n, np.float32))
-    eye = np.eye(n, dtype=np.float32)
+    def sel(lo, hi):  # rows lo..hi-1 of the n x n identity
+        a = np.zeros((hi - lo, n), np.float32)
+        a[np.arange(hi - lo), np.arange(lo, hi)] = 1
+        return a
     for l in range(case.L):
         o = l * per
         qd, kd = case.Hq * case.D, case.Hkv * case.D
         w.add_tensor(f"blk.{l}.attn_norm.weight", np.ones(n, np.float32))
-        w.add_tensor(f"blk.{l}.attn_q.weight", np.ascontiguousarray(eye[o:o + qd]))
-        w.add_tensor(f"blk.{l}.attn_k.weight", np.ascontiguousarray(eye[o + qd:o + qd + kd]))
-        w.add_tensor(f"blk.{l}.attn_v.weight", np.ascontiguousarray(eye[o + qd + kd:o + per]))
+        w.add_tensor(f"blk.{l}.attn_q.weight", sel(o, o + qd))
+        w.add_tensor(f"blk.{l}.attn_k.weight", sel(o + qd, o + qd + kd))
+        w.add_tensor(f"blk.{l}.attn_v.weight", sel(o + qd + kd, o + per))
         w.add_tensor(f"blk.{l}.attn_output.weight", np.zeros((n, qd), np.float32))
         w.add_tensor(f"blk.{l}.post_attention_norm.weight", np.ones(n, np.float32))
         w.add_tensor(f"blk.{l}.ffn_norm.weight", np.ones(n, np.float32))
