@@ -17,6 +17,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <tuple>
 #include <typeinfo>
 #include <vector>
 
@@ -268,6 +269,16 @@ std::vector<Row> table() {
                   on_case([](json& c, Input&) { c["config"]["head_dim"] = 15; }),
                   "{file}: __metadata__ 'case' is not a valid case: case.config.layers[0].rope.rotary_dim = 0 "
                   "(= head_dim = 15): the rotary dim must be even; set rotary_dim explicitly"});
+  // A typo or a newer spec's field is never ignored (issue 26): in the config, and in a layer.
+  rows.push_back({"config_unknown_field", "config: an unknown field", Reader::golden_case, "case.config.wndow = 4",
+                  on_case([](json& c, Input&) { c["config"]["wndow"] = 4; }),
+                  "{file}: __metadata__ 'case' is not a valid case: case.config.wndow: unknown field; a case's config has "
+                  "config_version, layers, num_q_heads, num_kv_heads, head_dim, batch, max_tokens, softmax_scale, "
+                  "softcap, sink_logits, k_format, v_format, start_positions"});
+  rows.push_back({"layer_unknown_field", "config: an unknown field in a layer", Reader::golden_case,
+                  "case.config.layers[0].wndow = 4", on_case([](json& c, Input&) { c["config"]["layers"][0]["wndow"] = 4; }),
+                  "{file}: __metadata__ 'case' is not a valid case: case.config.layers[0].wndow: unknown field; a layer "
+                  "has window, sinks, rope, rollback_reserve"});
   const auto p0_row = [](const std::string& id, const std::string& kind, int64_t p0) {
     return Row{id, kind, Reader::golden_case, "case.config.start_positions[0] = " + std::to_string(p0),
                on_case([p0](json& c, Input& in) {
@@ -339,6 +350,21 @@ std::vector<Row> table() {
                   "golden_format_version = \"3\"", [](Input& in) { in.manifest["golden_format_version"] = "3"; },
                   "{dir}/manifest.json: golden_format_version \"3\": this ringkv reads versions 1 and 2 (a newer ringkv "
                   "wrote this manifest)"});
+  rows.push_back({"manifest_version_a_number", "manifest whose golden format version is a number", Reader::manifest,
+                  "golden_format_version = 2 (a number)", [](Input& in) { in.manifest["golden_format_version"] = 2; },
+                  "{dir}/manifest.json: golden_format_version = 2: must be a string, \"1\" or \"2\" (a version is "
+                  "written as a JSON string)"});
+  // A case file outside the golden folder is refused before anything opens it.
+  for (const auto& [id, kind, file] : {std::tuple<const char*, const char*, const char*>{
+                                           "manifest_file_outside_the_folder", "manifest entry leaving the golden folder",
+                                           "../../../../etc/passwd"},
+                                       {"manifest_file_absolute", "manifest entry with an absolute path", "/etc/passwd"}}) {
+    rows.push_back({id, kind, Reader::manifest, std::string("cases[0].file = \"") + file + "\"",
+                    [file = std::string(file)](Input& in) { in.manifest["cases"][0]["file"] = file; },
+                    std::string("{dir}/manifest.json: cases[0].file = \"") + file +
+                        "\": must be a path inside the golden folder, relative to it (e.g. "
+                        "\"cases/window_1.safetensors\"); not opened"});
+  }
   // ---- a precision profile file (--profile)
   const auto on_profile = [](std::function<void(json&)> f) {
     return [f](Input& in) {

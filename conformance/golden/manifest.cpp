@@ -221,7 +221,12 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
     if (const json& f = m.contains("format") ? m["format"] : json(); f != "ringkv-golden-manifest") {
       throw Error("format = " + (f.is_null() ? std::string("(missing)") : f.dump()) + ": expected \"ringkv-golden-manifest\"");
     }
-    const std::string version = m.at("golden_format_version").get<std::string>();
+    const json& v = m.contains("golden_format_version") ? m["golden_format_version"] : json();
+    if (!v.is_string()) {
+      throw Error("golden_format_version = " + (v.is_null() ? std::string("(missing)") : v.dump()) +
+                  ": must be a string, \"1\" or \"2\" (a version is written as a JSON string)");
+    }
+    const std::string version = v.get<std::string>();
     if (version != kGoldenFormatVersion && version != kGoldenFormatVersion2) {
       throw Error("golden_format_version " + m.at("golden_format_version").dump() +
                   ": this ringkv reads versions 1 and 2 (a newer ringkv wrote this manifest)");
@@ -254,6 +259,13 @@ std::vector<ManifestEntry> read_manifest(const std::string& dir) {
       e.name = c.at("name").get<std::string>();
       e.id = c.at("id").get<std::string>();
       e.file = c.at("file").get<std::string>();
+      // Checked before anything opens it: a case file lies inside the golden folder, named relative to it.
+      if (const fs::path f(e.file); f.empty() || f.has_root_name() || f.has_root_directory() ||
+                                    *f.lexically_normal().begin() == "..") {
+        throw Error(at + ".file = " + c["file"].dump() +
+                    ": must be a path inside the golden folder, relative to it (e.g. \"cases/" + e.name +
+                    ".safetensors\"); not opened");
+      }
       e.sha256 = c.at("sha256").get<std::string>();
       e.classes = c.at("classes").get<std::vector<std::string>>();
       // "level" and "features" (issue 14) follow from the classes; a manifest that states them must agree.

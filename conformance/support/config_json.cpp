@@ -52,6 +52,37 @@ E get_enum(const json& j, const std::string& path, const char* name, const E (&v
   bad(path + "." + name, "= \"" + s + "\": must be one of " + allowed);
 }
 
+// A field outside `known` is an error naming it and the fields `what` has: a typo ("wndow") or a newer
+// spec's field must never be ignored.
+template <size_t N>
+void only_known(const json& j, const std::string& path, const char* const (&known)[N], const char* what) {
+  if (!j.is_object()) return;  // the reads that follow say what it must be
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find(std::begin(known), std::end(known), it.key()) != std::end(known)) continue;
+    std::string allowed;
+    for (const char* k : known) allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+    bad(path + "." + it.key(), std::string("unknown field; ") + what + " has " + allowed);
+  }
+}
+
+constexpr const char* kConfigFields[] = {"config_version", "layers",      "num_q_heads", "num_kv_heads", "head_dim",
+                                         "batch",          "max_tokens",  "softmax_scale", "softcap",    "sink_logits",
+                                         "k_format",       "v_format",    "start_positions"};
+// The plugin ABI's config document carries these two besides (docs/engine-abi.md): read as a config there.
+constexpr const char* kAbiConfigFields[] = {"config_version", "layers",        "num_q_heads",  "num_kv_heads",
+                                            "head_dim",       "batch",         "max_tokens",   "softmax_scale",
+                                            "softcap",        "sink_logits",   "k_format",     "v_format",
+                                            "start_positions", "window_convention", "qk_rotated"};
+constexpr const char* kLayerFields[] = {"window", "sinks", "rope", "rollback_reserve"};
+constexpr const char* kRopeFields[] = {"style", "theta", "rotary_dim", "scaling", "factor"};
+constexpr const char* kFormatFields[] = {"dtype", "int8_scheme", "rounding", "scale"};
+constexpr const char* kCaseFields[] = {"config",       "steps",       "initial_streams", "seed",           "data",
+                                       "qk_amplitude", "layer_salt",  "stream_salt",     "needle_windows", "needle_sinks",
+                                       "kv_head_repeat", "zero_rows_every"};
+constexpr const char* kStepFields[] = {"resets", "tokens", "rollbacks"};
+constexpr const char* kResetFields[] = {"sequence", "start_position", "stream"};
+constexpr const char* kRollbackFields[] = {"sequence", "n_tokens", "stream"};
+
 constexpr RopeStyle kStyles[] = {RopeStyle::none, RopeStyle::neox, RopeStyle::gptj};
 constexpr RopeScaling kScalings[] = {RopeScaling::none, RopeScaling::linear, RopeScaling::ntk};
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
@@ -68,6 +99,7 @@ json format_to_json(const KvFormat& f) {
 }
 
 KvFormat format_from_json(const json& j, const std::string& path) {
+  only_known(j, path, kFormatFields, "a K/V format");
   KvFormat f;
   f.dtype = get_enum(j, path, "dtype", kDTypes);
   f.int8_scheme = get_enum(j, path, "int8_scheme", kSchemes);
@@ -116,6 +148,7 @@ json config_to_json(const Config& c) {
 
 Config config_from_json(const json& j) {
   const std::string p = "config";
+  only_known(j, p, kAbiConfigFields, "a config");
   const int64_t version = get_int(j, p, "config_version");
   if (version != kConfigJsonVersion) {
     bad(p + ".config_version", "= " + std::to_string(version) + ": this ringkv reads version " +
@@ -126,11 +159,13 @@ Config config_from_json(const json& j) {
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string lp = p + ".layers[" + std::to_string(i) + "]";
     LayerConfig l;
+    only_known(layers[i], lp, kLayerFields, "a layer");
     l.window = get_int(layers[i], lp, "window");
     l.sinks = get_int(layers[i], lp, "sinks");
     if (layers[i].contains("rollback_reserve")) l.rollback_reserve = get_int(layers[i], lp, "rollback_reserve");
     const json& r = field(layers[i], lp, "rope");
     const std::string rp = lp + ".rope";
+    only_known(r, rp, kRopeFields, "a layer's rope");
     l.rope.style = get_enum(r, rp, "style", kStyles);
     l.rope.theta = get_double(r, rp, "theta");
     l.rope.rotary_dim = static_cast<int>(get_int(r, rp, "rotary_dim"));
@@ -208,6 +243,8 @@ json case_to_json(const Case& c) {
 
 Case case_from_json(const json& j) {
   const std::string p = "case";
+  only_known(j, p, kCaseFields, "a case");
+  only_known(field(j, p, "config"), p + ".config", kConfigFields, "a case's config");  // not the ABI's two
   Case c;
   try {  // the config's field paths start at "config": within a case they start at "case.config"
     c.config = config_from_json(field(j, p, "config"));
@@ -219,9 +256,11 @@ Case case_from_json(const json& j) {
   for (size_t i = 0; i < steps.size(); ++i) {
     const std::string sp = p + ".steps[" + std::to_string(i) + "]";
     StepPlan st;
+    only_known(steps[i], sp, kStepFields, "a step");
     const json& resets = array_field(steps[i], sp, "resets");
     for (size_t r = 0; r < resets.size(); ++r) {
       const std::string rp = sp + ".resets[" + std::to_string(r) + "]";
+      only_known(resets[r], rp, kResetFields, "a reset");
       st.resets.push_back({static_cast<int>(get_int(resets[r], rp, "sequence")), get_int(resets[r], rp, "start_position"),
                            static_cast<int>(get_int(resets[r], rp, "stream"))});
       validate_start_position(c.config, st.resets.back().start_position, rp + ".start_position");
@@ -230,6 +269,7 @@ Case case_from_json(const json& j) {
       const json& rollbacks = array_field(steps[i], sp, "rollbacks");
       for (size_t r = 0; r < rollbacks.size(); ++r) {
         const std::string rp = sp + ".rollbacks[" + std::to_string(r) + "]";
+        only_known(rollbacks[r], rp, kRollbackFields, "a rollback");
         st.rollbacks.push_back({static_cast<int>(get_int(rollbacks[r], rp, "sequence")),
                                 get_int(rollbacks[r], rp, "n_tokens"), static_cast<int>(get_int(rollbacks[r], rp, "stream"))});
       }

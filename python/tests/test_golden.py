@@ -130,3 +130,47 @@ def test_manifest_errors_name_the_field(tmp_path, golden_dir):
         bad.load("decode_w8")
     with pytest.raises(GoldenError, match="no golden set at"):
         ringkv.read_manifest(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize("where,value,message", [
+    (("config",), "wndow", "case.config.wndow: unknown field; a case's config has config_version, layers, num_q_heads"),
+    (("config", "layers", 0), "wndow",
+     "case.config.layers[0].wndow: unknown field; a layer has window, sinks, rope, rollback_reserve"),
+    (("config", "k_format"), "scales", "case.config.k_format.scales: unknown field; a K/V format has dtype, int8_scheme"),
+    (("steps", 0), "paging", "case.steps[0].paging: unknown field; a step has resets, tokens, rollbacks"),
+    ((), "colour", "case.colour: unknown field; a case has config, steps, initial_streams"),
+])
+def test_an_unknown_field_in_a_case_is_refused_naming_it(tmp_path, decode_w8, where, value, message):
+    """A typo or a newer spec's field in a case's JSON is never ignored (issue 26; the C++ reader's rows
+    config_unknown_field and layer_unknown_field of docs/reliability.md)."""
+    with safe_open(decode_w8, framework="numpy") as f:
+        case = json.loads(f.metadata()["case"])
+    obj = case
+    for key in where:
+        obj = obj[key]
+    obj[value] = 4
+    path = rewrite(decode_w8, str(tmp_path / "bad.safetensors"), meta={"case": json.dumps(case)})
+    with pytest.raises(GoldenError) as e:
+        ringkv.read_case(path)
+    assert str(e.value).startswith(f"{path}: {message}"), str(e.value)
+
+
+@pytest.mark.parametrize("file", ["../../../../etc/passwd", "/etc/passwd", "cases/../../decode_w8.safetensors"])
+def test_a_manifest_entry_outside_the_golden_folder_is_refused_before_it_is_opened(tmp_path, golden_dir, file):
+    def outside(m, e):
+        e["file"] = file
+    folder = copy_set(golden_dir, tmp_path / "set", outside)
+    with pytest.raises(GoldenError) as e:
+        ringkv.read_manifest(folder)  # refused by the reader itself, before any case is loaded
+    assert str(e.value) == (f"{folder}/manifest.json: cases[0].file = {json.dumps(file)}: must be a path inside the "
+                            "golden folder, relative to it (e.g. \"cases/decode_w8.safetensors\"); not opened")
+
+
+def test_a_manifest_version_given_as_a_number_names_the_field_and_the_form(tmp_path, golden_dir):
+    def number(m, e):
+        m["golden_format_version"] = 2
+    folder = copy_set(golden_dir, tmp_path / "set", number)
+    with pytest.raises(GoldenError) as e:
+        ringkv.read_manifest(folder)
+    assert str(e.value) == (f"{folder}/manifest.json: golden_format_version = 2: must be a string, \"1\" or \"2\" "
+                            "(a version is written as a JSON string)")

@@ -26,6 +26,18 @@ from .errors import GoldenError
 
 FORMAT_VERSIONS = (1, 2)
 REQUIRES_FIELDS = {"spec", "golden_format_version", "capabilities"}
+# The fields of a case's JSON (golden-format §2; conformance/support/config_json.cpp reads the same): any
+# other is refused, naming it, as the C++ reader does; a typo or a newer spec's field is never ignored.
+CASE_FIELDS = ("config", "steps", "initial_streams", "seed", "data", "qk_amplitude", "layer_salt", "stream_salt",
+               "needle_windows", "needle_sinks", "kv_head_repeat", "zero_rows_every")
+CONFIG_FIELDS = ("config_version", "layers", "num_q_heads", "num_kv_heads", "head_dim", "batch", "max_tokens",
+                 "softmax_scale", "softcap", "sink_logits", "k_format", "v_format", "start_positions")
+LAYER_FIELDS = ("window", "sinks", "rope", "rollback_reserve")
+ROPE_FIELDS = ("style", "theta", "rotary_dim", "scaling", "factor")
+FORMAT_FIELDS = ("dtype", "int8_scheme", "rounding", "scale")
+STEP_FIELDS = ("resets", "tokens", "rollbacks")
+RESET_FIELDS = ("sequence", "start_position", "stream")
+ROLLBACK_FIELDS = ("sequence", "n_tokens", "stream")
 REQUIRES_CAPABILITIES = {"rollback"}
 SPEC_VERSIONS = {"1", "1.1"}
 
@@ -72,6 +84,7 @@ class Case:
         self.spec_version = meta.get("spec_version", "1")
         self.classes = _json(path, meta, "classes", list)
         self.json = _json(path, meta, "case", dict)
+        _check_fields(path, self.json)
         cfg = self.config = _field(path, self.json, "config", dict, "case")
         self.layers = _field(path, cfg, "layers", list, "case.config")
         for what in ("num_q_heads", "num_kv_heads", "head_dim", "batch", "max_tokens"):
@@ -196,7 +209,12 @@ class ManifestEntry:
                 raise GoldenError(f"{where}.{key}: missing or not a {kind.__name__}")
         self.name, self.id, self.classes = e["name"], e["id"], e["classes"]
         self.level, self.features = e.get("level"), e.get("features", [])
-        self.file = os.path.join(golden_dir, e["file"])
+        file = e["file"]  # checked before anything opens it: inside the golden folder, relative to it
+        normal = os.path.normpath(file)
+        if not file or os.path.isabs(file) or normal == os.pardir or normal.startswith(os.pardir + os.sep):
+            raise GoldenError(f"{where}.file = {json.dumps(file)}: must be a path inside the golden folder, relative to "
+                              f"it (e.g. \"cases/{self.name}.safetensors\"); not opened")
+        self.file = os.path.join(golden_dir, file)
         self.bytes, self.sha256 = e.get("bytes"), e.get("sha256")
         self.requires = e.get("requires", {})
         unknown = set(self.requires) - REQUIRES_FIELDS
@@ -232,7 +250,11 @@ class Manifest:
             raise GoldenError(f"{path}: not a JSON file: {e}") from None
         if not isinstance(m, dict) or m.get("format") != "ringkv-golden-manifest":
             raise GoldenError(f"{path}: format must be \"ringkv-golden-manifest\"")
-        version = _int_version(path, m.get("golden_format_version", "1"), "golden_format_version")
+        text = m.get("golden_format_version", "1")
+        if not isinstance(text, str):
+            raise GoldenError(f"{path}: golden_format_version = {json.dumps(text)}: must be a string, \"1\" or \"2\" "
+                              "(a version is written as a JSON string)")
+        version = _int_version(path, text, "golden_format_version")
         if version not in FORMAT_VERSIONS:
             raise GoldenError(f"{path}: golden_format_version {version}: this ringkv reads versions 1 and 2")
         if not isinstance(m.get("cases"), list):
@@ -318,6 +340,36 @@ def _json(path, meta, key, kind):
     if not isinstance(value, kind):
         raise GoldenError(f"{path}: __metadata__ {key} is not a JSON {kind.__name__}")
     return value
+
+
+def _only(path, obj, where, known, what):
+    """Refuses a field of obj outside known: "PATH: WHERE.FIELD: unknown field; WHAT has ..."."""
+    if isinstance(obj, dict):
+        for key in obj:
+            if key not in known:
+                raise GoldenError(f"{path}: {where}.{key}: unknown field; {what} has {', '.join(known)}")
+
+
+def _check_fields(path, case):
+    """Every object of a case's JSON holds only the fields its reader knows."""
+    _only(path, case, "case", CASE_FIELDS, "a case")
+    config = case.get("config")
+    _only(path, config, "case.config", CONFIG_FIELDS, "a case's config")
+    if not isinstance(config, dict):
+        return
+    for l, layer in enumerate(config.get("layers") or []):
+        _only(path, layer, f"case.config.layers[{l}]", LAYER_FIELDS, "a layer")
+        if isinstance(layer, dict):
+            _only(path, layer.get("rope"), f"case.config.layers[{l}].rope", ROPE_FIELDS, "a layer's rope")
+    for name in ("k_format", "v_format"):
+        _only(path, config.get(name), f"case.config.{name}", FORMAT_FIELDS, "a K/V format")
+    for i, step in enumerate(case.get("steps") or []):
+        _only(path, step, f"case.steps[{i}]", STEP_FIELDS, "a step")
+        if isinstance(step, dict):
+            for r, reset in enumerate(step.get("resets") or []):
+                _only(path, reset, f"case.steps[{i}].resets[{r}]", RESET_FIELDS, "a reset")
+            for r, rollback in enumerate(step.get("rollbacks") or []):
+                _only(path, rollback, f"case.steps[{i}].rollbacks[{r}]", ROLLBACK_FIELDS, "a rollback")
 
 
 def _field(path, obj, key, kind, where):
