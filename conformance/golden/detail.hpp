@@ -38,10 +38,12 @@ void layout_rows(const conformance::Case& c, const std::vector<uint8_t>& refused
 /// (format 2 records a refused step with its rollbacks only). Defined in record.cpp.
 std::vector<uint8_t> rollback_schedule(const conformance::Case& c);
 
-/// The golden format version a case is written in: 2 with rollback events, else 1 (byte-identical
-/// to the files written before format 2).
+/// The golden format version a case is written in: 2 (spec 1.1) with rollback events or a nonzero
+/// rollback reserve in any layer, else 1 (byte-identical to the files written before format 2).
 inline int format_version_of(const conformance::Case& c) {
-  return conformance::ScheduleTracker::has_rollbacks(c) ? 2 : 1;
+  bool reserve = false;
+  for (const LayerConfig& l : c.config.layers) reserve = reserve || l.rollback_reserve > 0;
+  return conformance::ScheduleTracker::has_rollbacks(c) || reserve ? 2 : 1;
 }
 
 /// The dimensions of a case's tensors with R rows (docs/golden-format.md §3).

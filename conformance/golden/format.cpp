@@ -117,7 +117,7 @@ StFile golden_to_safetensors(const GoldenCase& g) {
   StFile f;
   f.source = g.name;
   f.metadata["format"] = kGoldenFormat;
-  const bool v2 = g.format_version() == 2;  // a case without rollbacks stays format 1, byte for byte
+  const bool v2 = g.format_version() == 2;  // a case without rollbacks or a reserve stays format 1, byte for byte
   f.metadata["golden_format_version"] = v2 ? kGoldenFormatVersion2 : kGoldenFormatVersion;
   f.metadata["spec_version"] = v2 ? kSpecVersion11 : kSpecVersion;
   f.metadata["name"] = g.name;
@@ -274,9 +274,10 @@ GoldenCase golden_from_safetensors(const StFile& f) {
     throw bad("__metadata__ id \"" + f.meta("id") + "\" does not match the case it describes (\"" + g.c.id() + "\")");
   }
   if (v2 != (format_version_of(g.c) == 2)) {
-    throw bad(v2 ? std::string("golden_format_version 2, but the case has no rollback events (a case without them is format 1)")
-                 : std::string("golden_format_version 1 cannot hold rollback events (case.steps[*].rollbacks): this case is "
-                               "format 2, spec 1.1"));
+    throw bad(v2 ? std::string("golden_format_version 2, but the case has no rollback events and no rollback_reserve (such a "
+                               "case is format 1)")
+                 : std::string("golden_format_version 1 cannot hold rollback events (case.steps[*].rollbacks) or a "
+                               "rollback_reserve: this case is format 2, spec 1.1"));
   }
   try {  // format 2: a schedule a reader can trust (counts, fresh streams, refusals): else a corrupt golden
     g.refused = rollback_schedule(g.c);

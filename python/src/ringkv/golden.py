@@ -149,7 +149,7 @@ class Case:
                 want = "[" + "][".join("*" if s is None else str(s) for s in shape) + "]"
                 raise GoldenError(f"{path}: tensor '{name}' is {a.dtype} {list(a.shape)}, expected {dtype} {want}")
         if self.format_version == 2 and "rollbacks" not in t:
-            raise GoldenError(f"{path}: golden_format_version 2 without a 'rollbacks' tensor (format 2 is for cases with rollbacks)")
+            raise GoldenError(f"{path}: golden_format_version 2 without a 'rollbacks' tensor (format 2 is for cases with rollbacks or a rollback reserve)")
         if self.format_version == 1 and ("rollbacks" in t or "refused" in t):
             raise GoldenError(f"{path}: golden_format_version 1 with a 'rollbacks' or 'refused' tensor (those need format 2)")
 
