@@ -131,17 +131,22 @@ std::string class_not_applicable(const Capabilities& c, const std::string& name)
   if (name == "rope-linear") return need(has(c.rope_scalings, RopeScaling::linear), "no linear RoPE scaling");
   if (name == "rope-ntk") return need(has(c.rope_scalings, RopeScaling::ntk), "no NTK RoPE scaling");
   if (name == "partial-rotary") return need(c.partial_rotary, "no partial rotary");
-  if (name == "per-layer-rope") return need(c.per_layer_rope && layers, "no per-layer RoPE");
-  if (name == "several-windows") return need(c.max_sliding_windows > 1 && layers, "max_sliding_windows 1");
+  if (name == "per-layer-rope") return !layers ? "max_layers 1" : need(c.per_layer_rope, "no per-layer RoPE");
+  if (name == "several-windows") return !layers ? "max_layers 1" : need(c.max_sliding_windows > 1, "max_sliding_windows 1");
   if (name == "kv-f16") return need(any_dtype(c, DType::f16), "no f16 K/V");
   if (name == "kv-bf16") return need(any_dtype(c, DType::bf16), "no bf16 K/V");
   if (name == "kv-fp8-e4m3") return need(any_dtype(c, DType::fp8_e4m3), "no fp8 e4m3 K/V");
   if (name == "kv-fp8-e5m2") return need(any_dtype(c, DType::fp8_e5m2), "no fp8 e5m2 K/V");
   if (name == "head_dim-64") return need(head_dim_ok(c, 64), "no head dim 64");
   if (name == "head_dim-128") return need(head_dim_ok(c, 128), "no head dim 128");
-  if (name == "pos-2^20") return need(c.settable_p0 && c.max_position >= (int64_t{1} << 20), "max_position < 2^20");
-  if (name == "pos-2^24") return need(c.settable_p0 && c.max_position >= (int64_t{1} << 24), "max_position < 2^24");
-  if (name == "pos-2^31") return need(c.settable_p0 && c.max_position >= (int64_t{1} << 30), "max_position < 2^30");
+  // The position classes' cases start their sequences there: an engine that cannot set a start position
+  // cannot run them, whatever its max_position.
+  const auto position = [&](int log2, const char* why) {
+    return !c.settable_p0 ? std::string("start positions not settable") : need(c.max_position >= (int64_t{1} << log2), why);
+  };
+  if (name == "pos-2^20") return position(20, "max_position < 2^20");
+  if (name == "pos-2^24") return position(24, "max_position < 2^24");
+  if (name == "pos-2^31") return position(30, "max_position < 2^30");
   if (name.rfind("rollback-", 0) == 0) {
     if (!c.rollback) return "no rollback (spec 1.1)";
     if (name == "rollback-batch") return need(batch, "max_batch 1");

@@ -128,6 +128,30 @@ TEST(Coverage, ApplicabilityFollowsTheDeclaredCapabilities) {
   EXPECT_EQ(class_not_applicable(Capabilities{}, "k-v-dtypes-differ"), "");
 }
 
+// Issue 26: the reason is what keeps the engine out. One that cannot set a start position cannot start at
+// 2^20, whatever its max_position; one layer rules out several windows and per-layer RoPE.
+TEST(Coverage, TheReasonIsWhatKeepsTheEngineOut) {
+  Capabilities fixed_start = conformance::core_capabilities({DType::f32});
+  fixed_start.settable_p0 = false;
+  fixed_start.max_position = (int64_t{1} << 31) - 1;
+  for (const char* k : {"pos-2^20", "pos-2^24", "pos-2^31", "reset-p0-down", "reset-p0-up"}) {
+    EXPECT_EQ(class_not_applicable(fixed_start, k), "start positions not settable") << k;
+  }
+  Capabilities short_positions = conformance::core_capabilities({DType::f32});
+  short_positions.max_position = (int64_t{1} << 20) - 1;
+  EXPECT_EQ(class_not_applicable(short_positions, "pos-2^20"), "max_position < 2^20");
+  EXPECT_EQ(class_not_applicable(short_positions, "pos-2^31"), "max_position < 2^30");
+  Capabilities one_layer = conformance::core_capabilities({DType::f32});
+  one_layer.max_layers = 1;
+  one_layer.per_layer_rope = true;
+  one_layer.max_sliding_windows = 4;
+  EXPECT_EQ(class_not_applicable(one_layer, "several-windows"), "max_layers 1");
+  EXPECT_EQ(class_not_applicable(one_layer, "per-layer-rope"), "max_layers 1");
+  one_layer.max_layers = 2;
+  EXPECT_EQ(class_not_applicable(one_layer, "several-windows"), "");
+  EXPECT_EQ(class_not_applicable(one_layer, "per-layer-rope"), "");
+}
+
 TEST(Coverage, ClassesAreJudgedNotApplicableOrNotJudged) {
   Capabilities c = conformance::core_capabilities();
   c.max_batch = 1;
