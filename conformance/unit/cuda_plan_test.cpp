@@ -842,14 +842,21 @@ TEST(CudaPlanRollbackRules, RefusalIsTheReferencesAndChangesNothing) {
   }
   EXPECT_NE(ref_message.find("refused"), std::string::npos) << ref_message;
   EXPECT_EQ(plan_message, ref_message);
-  // resident steps refuse the same way
-  std::string resident_message;
+  // resident steps refuse the same way; the same refused step again is a second refusal, whose reserve
+  // counts the first one as honoured (spec 1.1 §5.1.4's replay), in both engines
+  std::string resident_message, ref_again;
   try {
     t.plan->step_resident(cu::ResidentBatch{{}, {}, cu::kInF32, refused});
   } catch (const StepError& e) {
     resident_message = e.what();
   }
-  EXPECT_EQ(resident_message, ref_message);
+  try {
+    t.ref.step(StepBatch{{}, {}, refused});
+  } catch (const StepError& e) {
+    ref_again = e.what();
+  }
+  EXPECT_NE(ref_again.find("rollback_reserve >= 10 would honour it"), std::string::npos) << ref_again;
+  EXPECT_EQ(resident_message, ref_again);
   // nothing changed: not the other sequence's rollback either
   expect_same_snapshot(*t.plan->snapshot(0, 0), before[0], 0, "sequence 0 after the refused step");
   expect_same_snapshot(*t.plan->snapshot(0, 1), before[1], 0, "sequence 1 after the refused step");
