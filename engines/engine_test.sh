@@ -2,7 +2,8 @@
 # ctest engines.<name>: a real engine through its adapter (engines/<name>/adapter.py, written on the
 # Python package ringkv of python/src: ringkv.adapter.main replays each case), judged by
 # `ringkv check --outputs` (docs/engines.md).
-#  1. its window convention, found by running it (engines/<name>/convention_test.py);
+#  1. its window convention, found by running it (engines/<name>/convention_test.py), after the proof
+#     of a generated model's construction where the adapter has one (construction_test.py);
 #  2. every committed golden case: the verdict per case must be engines/<name>/expected.json's;
 #  3. a random set (`ringkv golden generate --random N --seed S --capabilities`): every case passes
 #     or is unsupported / not applicable, except the known deviations expected.json lists for it;
@@ -19,6 +20,7 @@ case "$name" in  # the engine's own modules, pinned in engines/requirements.txt
   jax) modules="jax" ;;
   mlx) modules="mlx.core, mlx_lm" ;;
   transformers) modules="torch, transformers" ;;
+  llamacpp) modules="llama_cpp, gguf" ;;
   *) modules="numpy" ;;
 esac
 if [ ! -x "$py" ] || ! "$py" -c "import $modules, numpy, safetensors" 2>/dev/null; then
@@ -34,6 +36,11 @@ expected="$src/engines/$name/expected${RINGKV_ENGINE_VARIANT:+-$RINGKV_ENGINE_VA
 verdicts="$py $src/engines/common/verdicts.py"
 rm -rf "$work" && mkdir -p "$work"
 export RINGKV_JAX_CACHE="$work/../jax-compilation-cache"
+
+if [ -f "$src/engines/$name/construction_test.py" ]; then
+  echo "== construction (the engine's attention receives exactly the case's q, k and v)"
+  "$py" "$src/engines/$name/construction_test.py" | tail -1
+fi
 
 echo "== window convention"
 "$py" "$src/engines/$name/convention_test.py" | tail -1

@@ -16,13 +16,19 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   python3 python3-venv \
   clang-14 libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer
 
-# The real engines judged by engines/ (ONNX Runtime, JAX, mlx-lm, transformers with torch): a virtual
+# The real engines judged by engines/ (ONNX Runtime, JAX, mlx-lm, transformers with torch, llama.cpp
+# through llama-cpp-python): a virtual
 # environment at .venv with the exact versions of engines/requirements.txt (PyPI; about 6 GB, most of
 # it torch's CUDA libraries). The `engines` ctests use it and fail, saying
 # to run this script, without it.
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ ! -x "$ROOT/.venv/bin/python" ]; then python3 -m venv "$ROOT/.venv"; fi
-"$ROOT/.venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/engines/requirements.txt"
+# llama-cpp-python is built from its sdist (no wheel on PyPI): the CPU library only, without
+# -march=native so that engines.llamacpp's verdicts do not depend on the build machine; about 6.5
+# minutes on 2 cores, once: pip keeps the built wheel in its cache.
+CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF" \
+MAKEFLAGS="-j$(nproc)" \
+  "$ROOT/.venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/engines/requirements.txt"
 
 # cuobjdump for the kernel resource test (cuda.kernel_resources): some CUDA toolkit installs lack
 # it; PyPI's pinned nvidia-cuda-cuobjdump reads nvcc 13 objects. Best effort: without it that

@@ -244,6 +244,10 @@ def summary_cell(klass, status, expected):
     return CELL["pass" if status == "judged" else "n/a" if status == "not applicable" else "not judged"]
 
 
+def engine_title(expected):
+    return expected.get("title") or expected.get("engine", "?")
+
+
 def summary_lines(manifest_path, expected_paths):
     """The Markdown table: one row per boundary class of the golden set, one column per expected.json."""
     with open(manifest_path) as f:
@@ -256,7 +260,7 @@ def summary_lines(manifest_path, expected_paths):
             c["classes"] = classes_of.get(name, [])
         engines.append(e)
     classes = sorted({k for e in engines for k in e.get("coverage", {})})
-    lines = ["| class | " + " | ".join(e.get("title", e["engine"]) for e in engines) + " |",
+    lines = ["| class | " + " | ".join(engine_title(e) for e in engines) + " |",
              "|---|" + "---|" * len(engines)]
     for k in classes:
         lines.append(f"| `{k}` | " + " | ".join(summary_cell(k, e["coverage"].get(k, "not judged"), e)
@@ -264,10 +268,13 @@ def summary_lines(manifest_path, expected_paths):
     lines.append("")
     lines.append("Deviations (each with its smallest case and reproduce command in the engine's section below):")
     lines.append("")
+    where = {}  # one line per deviation of an engine, naming every variant that has it
     for e in engines:
         for d, dev in sorted(declared_deviations(e).items()):
-            lines.append(f"- {e.get('title', e['engine'])} deviation {d}: {dev['title']} "
-                         f"({', '.join('`' + k + '`' for k in dev['classes'])})")
+            key = (e.get("engine", engine_title(e)), d, dev["title"], tuple(dev["classes"]))
+            where.setdefault(key, []).append(engine_title(e))
+    for (_, d, title, classes), titles in where.items():
+        lines.append(f"- {' / '.join(titles)} deviation {d}: {title} ({', '.join('`' + k + '`' for k in classes)})")
     if not any(declared_deviations(e) for e in engines):
         lines.append("- none")
     return lines

@@ -2,7 +2,7 @@
 """ringkv adapter for llama.cpp: its own KV cache (llama_kv_cache_iswa) and attention, through a generated model.
 
     adapter.py GOLDEN_DIR OUT_DIR [--ringkv RINGKV] [--filter REGEX] [--bug window+1|rope-from-slot]
-    RINGKV_ENGINE_VARIANT=flash|noflash[-swafull][-perseq] (default flash: flash attention on, swa_full off,
+    RINGKV_ENGINE_VARIANT=flash|noflash[-swafull][-perseq][-norot] (default flash: flash attention on, swa_full off,
     one unified KV buffer)
 
 What runs is llama.cpp (vendored by llama-cpp-python 0.3.36, CPU, one thread) as an application runs
@@ -30,6 +30,7 @@ model), per-layer RoPE beyond one theta for sliding and one for full layers (rop
 different rotary dims or scalings per layer, softmax scales other than 1/sqrt(D) (gemma2 scales q by
 1/sqrtf(head_dim)), INT8 schemes other than q8_0 and fp8 (no such cache types).
 """
+import itertools
 import os
 import sys
 import tempfile
@@ -47,8 +48,22 @@ import model as M  # noqa: E402
 BUGS = {"window+1": "the model's sliding_window written as W + 1 (llama.cpp then keeps one key too many)",
         "rope-from-slot": "positions given to llama_decode as the index mod W (a ring slot) instead of the true position"}
 
-VARIANTS = ("flash", "noflash", "flash-swafull", "noflash-swafull", "flash-perseq", "noflash-perseq",
-            "flash-swafull-perseq", "noflash-swafull-perseq")
+# A variant is "flash" or "noflash", then any of "-swafull" (swa_full on), "-perseq" (one KV buffer per
+# sequence: kv_unified off) and "-norot" (LLAMA_ATTN_ROT_DISABLE=1: llama.cpp's q8_0 cache without its
+# Walsh-Hadamard rotation, below), in that order.
+VARIANT_OPTIONS = ("swafull", "perseq", "norot")
+VARIANTS = tuple(a + "".join("-" + o for o, on in zip(VARIANT_OPTIONS, bits) if on)
+                 for a in ("flash", "noflash") for bits in itertools.product((0, 1), repeat=3))
+
+# llama.cpp rotates K and V before it stores them in a quantized cache (llama-kv-cache.cpp: attn_rot_k /
+# attn_rot_v, on when the type is quantized and the head dim is a multiple of 64; llama-graph.cpp
+# build_attn: q, k and v multiplied by an orthonormal Walsh-Hadamard matrix of order 64 before the
+# cache, the attention output multiplied back after kqv_out). Its q8_0 codes are then those of H·k and
+# H·v, not spec 1.1's q8_0 of k and v: another storage scheme, declared, not judged as q8_0.
+# LLAMA_ATTN_ROT_DISABLE=1 (the -norot variants) turns the rotation off, and the plain q8_0 path is judged.
+ROTATION = ("llama.cpp's q8_0 cache at head_dim {D} (a multiple of 64) stores the Walsh-Hadamard rotated "
+            "K and V (attn_rot_k/attn_rot_v, llama-kv-cache.cpp): q8_0 codes of H·k and H·v, not spec 1.1's "
+            "q8_0 of k and v (judged by the -norot variants, LLAMA_ATTN_ROT_DISABLE=1)")
 
 # Precision (ggml-cpu ops.cpp and the type traits of this ggml), per path:
 # - RoPE: ggml_rope_ext, angles in f32 (theta_scale = powf(base, -2/n_dims), products in f32): rope_angle f32;
@@ -104,9 +119,12 @@ class LlamaCpp:
         self.flash = self.variant.startswith("flash")
         self.swa_full = "swafull" in self.variant
         self.unified = "perseq" not in self.variant
+        self.rotation = "norot" not in self.variant
+        if not self.rotation:
+            os.environ["LLAMA_ATTN_ROT_DISABLE"] = "1"  # read by llama_kv_cache's constructor (getenv)
         self.name = (f"llama.cpp (llama-cpp-python {llama_cpp.__version__}, CPU, gemma2 graph, "
                      f"flash_attn {'on' if self.flash else 'off'}, swa_full {'on' if self.swa_full else 'off'}, "
-                     f"kv_unified {'on' if self.unified else 'off'})")
+                     f"kv_unified {'on' if self.unified else 'off'}" + ("" if self.rotation else ", LLAMA_ATTN_ROT_DISABLE=1") + ")")
         self.tmp = tempfile.mkdtemp(prefix="ringkv-llamacpp-")
         self.m = None
 
@@ -122,6 +140,8 @@ class LlamaCpp:
         kt, vt = cache_type(case.k_format), cache_type(case.v_format)
         if kt is None or vt is None:
             return f"K {case.k_format} / V {case.v_format}: no such llama.cpp cache type"
+        if self.rotation and "q8_0" in (kt, vt) and case.D % 64 == 0:
+            return ROTATION.format(D=case.D)
         if vt == "q8_0" and not self.flash:
             return "V q8_0 without flash attention: llama.cpp requires flash attention for a quantized V cache"
         if abs(case.scale - 1.0 / np.sqrt(case.D)) > 1e-12 * case.scale:

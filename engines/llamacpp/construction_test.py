@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Proves the generated Gemma 2 model (model.py) hands llama.cpp's attention exactly the case's q, k, v.
 
-    construction_test.py [GOLDEN_DIR] [CASE]       (default: golden, decode_w8 and multi_layer_mixed)
+    construction_test.py [GOLDEN_DIR] [CASE]       (default: golden, decode_w8 and core_f32_gqa_ring)
 
 1. numpy: for every token row, ggml's RMS norm (ggml_compute_forward_rms_norm_f32's arithmetic, in
    model.rms_scale_ggml) of sqrtf(n) * embedding returns the embedding bit for bit (model.embeddings
@@ -78,7 +78,7 @@ def check(case):
 
 def main():
     golden = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "golden")
-    names = sys.argv[2:] or ["decode_w8", "multi_layer_mixed"]
+    names = sys.argv[2:] or ["decode_w8", "core_f32_gqa_ring"]
     man = read_manifest(golden)
     for name in names:
         check(man.load(next(e for e in man if e.name == name)))

@@ -249,6 +249,11 @@ def _quiet(level, text, user_data):
 lc.llama_log_set(_quiet, None)
 
 
+@lc.llama_progress_callback
+def _no_progress(progress, user_data):  # llama.cpp's default prints a dot per step of loading
+    return True
+
+
 class LlamaCppModel:
     """A loaded GGUF and a context (llama_init_from_model) with the given cache parameters."""
 
@@ -257,6 +262,7 @@ class LlamaCppModel:
         lc.llama_backend_init()
         mp = lc.llama_model_default_params()
         mp.use_mmap = False
+        mp.progress_callback = _no_progress
         self.model = lc.llama_model_load_from_file(path.encode(), mp)
         if not self.model:
             raise RuntimeError(f"llama_model_load_from_file failed on {path}")
