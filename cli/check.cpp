@@ -1,6 +1,7 @@
 #include "check.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -15,10 +16,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coverage_verdict.hpp"
 #include "golden/coverage.hpp"
 #include "golden/golden.hpp"
 #include "jobs.hpp"
 #include "property_runner.hpp"
+#include "shard.hpp"
+#include "golden/sha256.hpp"
+#include "junit_report.hpp"
+#include "html_report.hpp"
 #include "ringkv/cuda_engine.hpp"
 #include "ringkv/reference_engine.hpp"
 #include "support/capabilities.hpp"
@@ -117,20 +123,6 @@ const char* status_name(CaseResult::Status s) {
   return "?";
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
-
 struct EngineUnderTest {
   std::string label;  // as given on the command line
   EngineFactory factory;  // its capabilities are the engine's declaration (file exchange: the capabilities file's)
@@ -148,65 +140,10 @@ struct EngineUnderTest {
 // The CUDA engines share the one device: their cases and properties run one at a time (--jobs).
 bool shares_device(const EngineUnderTest& eng) { return eng.label == "cuda" || eng.label == "cuda-cublas"; }
 
-// What one engine was judged on (golden/coverage.hpp), and whether the required classes were.
-struct EngineCoverage {
-  std::vector<golden::ClassCoverage> classes;
-  std::vector<std::string> missing;  // required classes that went unjudged, with why
-  int core_judged = 0, core_applicable = 0, features_judged = 0, features_applicable = 0;
-  std::string line;  // "core 32 of 32 classes judged; features: ..."
-};
-
-// `required`: what --require-classes names; else, with `require_default`, the structural classes the
-// engine can express; else nothing is required (a filtered run).
+// What one engine was judged on: the coverage of its classes from its cases, and the verdict.
 EngineCoverage engine_coverage(const Capabilities& caps, const std::vector<golden::CaseCoverageInput>& cases,
                                const std::optional<std::regex>& required, bool require_default) {
-  EngineCoverage c;
-  c.classes = golden::class_coverage(caps, cases);
-  std::string na, unjudged;
-  for (const golden::ClassCoverage& k : c.classes) {
-    const golden::ClassInfo& info = golden::class_info(k.name);
-    const bool core = info.level == golden::ClassLevel::core;
-    if (k.status != golden::Coverage::not_applicable) ++(core ? c.core_applicable : c.features_applicable);
-    if (k.status == golden::Coverage::judged) ++(core ? c.core_judged : c.features_judged);
-    if (!core && k.status == golden::Coverage::not_applicable) na += (na.empty() ? "" : ", ") + k.name;
-    if (k.status == golden::Coverage::not_judged) unjudged += (unjudged.empty() ? "" : ", ") + k.name;
-    // Required: what --require-classes names (even where not applicable: it was asked for), else the
-    // structural classes the engine can express.
-    const bool want = required          ? std::regex_search(k.name, *required)
-                      : require_default ? info.structural && k.status != golden::Coverage::not_applicable
-                                        : false;
-    if (want && k.status != golden::Coverage::judged) {
-      c.missing.push_back(k.name + (k.why.empty() ? std::string(" (no case within the capabilities was compared)")
-                                                  : " (not applicable: " + k.why + ")"));
-    }
-  }
-  c.line = "core " + std::to_string(c.core_judged) + " of " + std::to_string(c.core_applicable) + " classes judged; features " +
-           std::to_string(c.features_judged) + " of " + std::to_string(c.features_applicable) + " judged";
-  if (!na.empty()) c.line += "; n/a: " + na;
-  if (!unjudged.empty()) c.line += "; not judged: " + unjudged;
-  return c;
-}
-
-// What to do about a required class that went unjudged, said with every such failure (issue 26).
-std::string not_judged_advice(bool external_outputs) {
-  return std::string("to judge it: declare the capability in the engine's ") +
-         (external_outputs ? "capabilities file" : "capabilities (a plugin: docs/engine-abi.md; ABI 1.2 fields left at zero narrow it)") +
-         " if the engine has it; judge the engine on a random set drawn within its capabilities (`ringkv golden generate "
-         "--random 240 --capabilities caps.json --out DIR`, then `ringkv check --golden DIR`)" +
-         (external_outputs ? "" : "; or run the properties too (`--properties`: generated cases within the capabilities)");
-}
-
-// The core classes not applicable to an engine's declaration: non-empty when it declares less than the
-// spec 1 core (never a plain pass without saying so). The core leaves the storage formats (f32, f16,
-// bf16) and the head dims to the engine: those classes do not count.
-std::vector<std::string> below_core(const EngineCoverage& cov) {
-  std::vector<std::string> out;
-  for (const golden::ClassCoverage& k : cov.classes) {
-    if (golden::class_info(k.name).level != golden::ClassLevel::core || k.status != golden::Coverage::not_applicable) continue;
-    if (k.name.starts_with("kv-") || k.name.starts_with("head_dim-")) continue;
-    out.push_back(k.name);
-  }
-  return out;
+  return coverage_verdict(golden::class_coverage(caps, cases), required, require_default);
 }
 
 // The built-in engines by name: the reference, the CUDA engine's plan on the host, and the CUDA engines.
@@ -283,6 +220,78 @@ int run_property_shard(const CheckOptions& opt) {
   for (const PropertyOutcome& o : outcomes) out += outcome_to_json(o) + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 2;
+}
+
+// One item of the work list: a golden case (entry) or a property (name) on an engine, its estimated
+// cost in seconds, and the shard (1 .. N) that runs it.
+struct WorkItem {
+  size_t engine;
+  const ManifestEntry* entry;  // nullptr: a property
+  std::string name;
+  double cost;
+  int shard;
+};
+
+// Estimated costs, for balancing shards: a golden case grows with its file (~0.01 s per MB on the
+// reference), a property with its cases (~0.01 s per case).
+double golden_cost(const ManifestEntry& e) { return static_cast<double>(e.bytes) * 1e-8; }
+double property_cost(const CheckOptions& opt) { return opt.cases * 1e-2; }
+
+// --shard I/N, else the runner's environment (cli/shard.hpp), else the whole run (1/1).
+ShardSpec resolve_shard(const CheckOptions& opt, bool progress) {
+  std::optional<ShardSpec> s;
+  if (!opt.shard.empty()) {
+    s = parse_shard(opt.shard);
+  } else if (opt.replay.empty()) {
+    s = shard_from_environment([](const char* name) { return std::getenv(name); }, opt.shard_count);
+  }
+  if (!s) {
+    if (opt.shard_count > 0) throw InputError("--shard-count needs JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) set");
+    return {};
+  }
+  if (!opt.replay.empty() && s->count > 1) throw InputError("--shard cannot be combined with --replay (one property case)");
+  if (progress) {
+    write_stderr("ringkv check: shard " + std::to_string(s->index) + "/" + std::to_string(s->count) + " (from " + s->source +
+                 ")\n");
+  }
+  return *s;
+}
+
+// The shard header of the JSON report: what `ringkv report merge` checks before merging (the same
+// options, golden set, engines and work list in every shard) and the work list with each item's shard.
+json shard_header(const CheckOptions& opt, const ShardSpec& shard, const std::vector<EngineUnderTest>& engines,
+                  const std::vector<WorkItem>& work, bool require_default) {
+  json options = {{"cases", opt.cases}, {"seed", opt.seed}, {"shrink_time", opt.shrink_time},
+                  {"properties", opt.properties || !opt.replay.empty()}, {"no_golden", opt.no_golden},
+                  {"replay", opt.replay}, {"filter", opt.filter}, {"exclude", opt.exclude},
+                  {"xfail_sha256", opt.xfail_file.empty() ? "" : golden::sha256_file(opt.xfail_file)},
+                  {"require_classes", opt.require_classes}, {"require_default", require_default},
+                  {"profile", opt.profile_file}, {"capabilities", opt.capabilities_file}, {"outputs", opt.outputs_dir},
+                  {"timeout_ms", opt.timeout_ms}, {"memory_limit_mib", opt.memory_limit_mib},
+                  {"leak_limit_mib", opt.leak_limit_mib}};
+  json golden_set = {{"dir", opt.no_golden ? "" : opt.golden_dir}, {"manifest_sha256", ""}};
+  if (!opt.no_golden) golden_set["manifest_sha256"] = golden::sha256_file((fs::path(opt.golden_dir) / "manifest.json").string());
+  json ids = json::array();
+  for (const EngineUnderTest& eng : engines) {
+    // A built-in engine is this ringkv; a plugin is its file's contents; outputs are their folder.
+    const bool builtin = std::find(std::begin(kBuiltinEngines), std::end(kBuiltinEngines), eng.label) != std::end(kBuiltinEngines);
+    const std::string id = builtin                  ? "built-in"
+                           : eng.external_outputs   ? "outputs"
+                           : fs::is_regular_file(eng.label) ? "sha256:" + golden::sha256_file(eng.label)
+                                                            : "unreadable";
+    ids.push_back({{"engine", eng.label}, {"identity", id}, {"external_outputs", eng.external_outputs}});
+  }
+  json items = json::array();
+  std::string keys;
+  for (const WorkItem& w : work) {
+    const char* kind = w.entry ? "golden" : "property";
+    items.push_back({{"kind", kind}, {"engine", engines[w.engine].label}, {"name", w.name}, {"cost", w.cost}, {"shard", w.shard}});
+    keys += std::string(kind) + "\t" + engines[w.engine].label + "\t" + w.name + "\n";
+  }
+  json h = {{"index", shard.index}, {"count", shard.count}, {"options", options}, {"golden", golden_set},
+            {"engines", ids}, {"work_sha256", golden::sha256_hex(keys)}, {"work", items}};
+  h["fingerprint"] = golden::sha256_hex(options.dump() + golden_set.dump() + ids.dump() + h["work_sha256"].get<std::string>());
+  return h;
 }
 
 }  // namespace
@@ -520,40 +529,51 @@ int run_check(const CheckOptions& opt) {
     }
     return r;
   };
-  // The jobs: every golden case on every engine, and the properties of each engine: with one job all
-  // of them in this process, with more one shard per property, each in a process of its own
-  // (run_property_process). Results are kept by job, so the report's order, and the report, are the
-  // same for any number of jobs.
+  // ---- the work list, and this run's part of it (--shard I/N, cli/shard.hpp) ----
+  // Every golden case on every engine that runs, then each property of it, with its estimated cost:
+  // the unsharded run does all of it, shard I of N the items assign_shards gives it.
   const int jobs = opt.replay.empty() ? opt.jobs : 1;
+  const ShardSpec shard = resolve_shard(opt, progress);
+  std::vector<WorkItem> work;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    if (!engines[i].unavailable.empty()) continue;
+    for (const ManifestEntry& e : selected) work.push_back({i, &e, e.name, golden_cost(e), 1});
+    if (!properties) continue;
+    const std::vector<std::string> names =
+        opt.replay.empty() ? property_names(property_options(opt, engines[i].label)) : std::vector<std::string>{replay_property(opt.replay)};
+    for (const std::string& name : names) work.push_back({i, nullptr, name, property_cost(opt), 1});
+  }
+  {
+    std::vector<double> costs;
+    for (const WorkItem& w : work) costs.push_back(w.cost);
+    const std::vector<int> parts = assign_shards(costs, shard.count);
+    for (size_t k = 0; k < work.size(); ++k) work[k].shard = parts[k];
+  }
+  // The jobs: this run's golden cases and properties. With one job all of them in this process, with
+  // more each property in a process of its own (run_property_process). Results are kept by job, so
+  // the report's order, and the report, are the same for any number of jobs.
   struct GoldenJob {
     size_t engine;
     const ManifestEntry* entry;
   };
   struct PropertyJob {
     size_t engine;
-    std::string property;  // "": every property, in this process
+    std::string property;  // "": the --replay token's case
   };
   std::vector<GoldenJob> golden_jobs;
   std::vector<PropertyJob> property_jobs;
   // The order jobs start in: engine by engine (its golden cases, then its properties) with one job;
   // with more, the properties (the longest jobs) first.
   std::vector<std::pair<bool, size_t>> order, property_order;  // (a property job?, its index)
-  for (size_t i = 0; i < engines.size(); ++i) {
-    if (!engines[i].unavailable.empty()) continue;
-    for (const ManifestEntry& e : selected) {
+  for (const WorkItem& w : work) {
+    if (w.shard != shard.index) continue;
+    if (w.entry) {
       order.emplace_back(false, golden_jobs.size());
-      golden_jobs.push_back({i, &e});
-    }
-    if (!properties) continue;
-    if (jobs == 1) {
-      order.emplace_back(true, property_jobs.size());
-      property_jobs.push_back({i, ""});
+      golden_jobs.push_back({w.engine, w.entry});
       continue;
     }
-    for (const std::string& name : property_names(property_options(opt, engines[i].label))) {
-      property_order.emplace_back(true, property_jobs.size());
-      property_jobs.push_back({i, name});
-    }
+    (jobs == 1 ? order : property_order).emplace_back(true, property_jobs.size());
+    property_jobs.push_back({w.engine, opt.replay.empty() ? w.name : ""});
   }
   order.insert(order.begin(), property_order.begin(), property_order.end());
 
@@ -569,11 +589,12 @@ int run_check(const CheckOptions& opt) {
     std::unique_lock<std::mutex> device_lock(device, std::defer_lock);
     if (shares_device(eng)) device_lock.lock();
     if (is_property) {
-      if (!property_jobs[i].property.empty()) {
+      if (jobs > 1) {
         outcomes[i] = run_property_process(opt, eng.label, property_jobs[i].property);
         return;
       }
       PropertyRunOptions po = property_options(opt, eng.label);
+      po.only = property_jobs[i].property;
 #ifdef RINGKV_HAVE_ABI
       abi::CaseWarnings plugin_warnings;  // a plugin's worker that grew beyond its cache (a leak?), per property
       po.take_warnings = [&] { return plugin_warnings.take(); };
@@ -625,15 +646,12 @@ int run_check(const CheckOptions& opt) {
                           r.status == CaseResult::Status::xpass;
       cases.push_back({r.classes, judged});
     }
-    EngineCoverage c = engine_coverage(eng.factory.capabilities, cases, required, require_default);
+    // A shard saw part of the cases: its coverage is partial, judged by `ringkv report merge`.
+    EngineCoverage c = shard.count == 1 ? engine_coverage(eng.factory.capabilities, cases, required, require_default)
+                                        : engine_coverage(eng.factory.capabilities, cases, std::nullopt, false);
     if (!c.missing.empty()) {
       failed = true;
-      std::string list;
-      for (const std::string& m : c.missing) list += "\n    " + m;
-      reasons.push_back("engine " + eng.label + ": " + std::to_string(c.missing.size()) + " required class(es) not judged (" +
-                        (required ? "--require-classes " + opt.require_classes
-                                  : std::string("default: the structural classes within its capabilities")) +
-                        "):" + list + "\n  " + not_judged_advice(eng.external_outputs));
+      reasons.push_back(missing_classes_reason(eng.label, c, opt.require_classes, eng.external_outputs));
     }
     coverage.emplace(eng.label, std::move(c));
   }
@@ -844,6 +862,12 @@ int run_check(const CheckOptions& opt) {
     }
   }
   if (!opt.table) std::printf("(--table: the table per boundary class, each case's RoPE verdict, every property)\n");
+  if (shard.count > 1) {
+    size_t mine = 0;
+    for (const WorkItem& w : work) mine += w.shard == shard.index;
+    std::printf("shard %d/%d (from %s): %zu of %zu work items; the coverage verdict of the whole run is `ringkv report merge`'s\n",
+                shard.index, shard.count, shard.source.c_str(), mine, work.size());
+  }
   for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
   int passed = 0, skipped = 0, xf = 0;
   for (const CaseResult& r : results) {
@@ -881,8 +905,8 @@ int run_check(const CheckOptions& opt) {
   }
   std::printf("\n");
 
-  // ---- machine-readable reports ----
-  if (!opt.json_file.empty()) {
+  // ---- the report as data: the JSON report, which the JUnit and HTML writers read too ----
+  {
     json j;
     j["passed"] = !failed && errors == 0;
     j["errors"] = errors;
@@ -921,20 +945,7 @@ int run_check(const CheckOptions& opt) {
       }
       j["cases"].push_back(jc);
     }
-    for (const auto& [label, cov] : coverage) {
-      json jc = {{"engine", label}, {"line", cov.line}, {"missing", cov.missing},
-                 {"core_judged", cov.core_judged}, {"core_applicable", cov.core_applicable},
-                 {"features_judged", cov.features_judged}, {"features_applicable", cov.features_applicable}};
-      jc["below_core"] = below_core(cov);  // core classes its declaration cannot express (see the summary)
-      for (const golden::ClassCoverage& k : cov.classes) {
-        json e = {{"class", k.name}, {"level", golden::class_info(k.name).level == golden::ClassLevel::core ? "core" : "feature"},
-                  {"structural", golden::class_info(k.name).structural}, {"status", golden::to_string(k.status)},
-                  {"cases_judged", k.cases_judged}};
-        if (!k.why.empty()) e["why"] = k.why;
-        jc["classes"].push_back(e);
-      }
-      j["coverage"].push_back(jc);
-    }
+    for (const auto& [label, cov] : coverage) j["coverage"].push_back(coverage_to_json(label, cov));
     for (const auto& [eng, p] : props) {
       json jp = {{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"skipped", p.skipped}, {"report", p.report}};
       jp["warnings"] = p.warnings;
@@ -953,65 +964,16 @@ int run_check(const CheckOptions& opt) {
       }
       j["properties"].push_back(jp);
     }
-    std::ofstream(opt.json_file) << j.dump(2) << "\n";
-  }
-  if (!opt.junit_file.empty()) {
-    std::ofstream x(opt.junit_file);
-    x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ringkv check\">\n";
-    for (const EngineUnderTest& eng : engines) {
-      x << "  <testsuite name=\"" << xml_escape(eng.label) << "\">\n";
-      if (unloadable.count(eng.label)) {
-        x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << "\"><error message=\""
-          << xml_escape("could not be loaded: " + eng.unavailable) << "\"/></testcase>\n";
-      } else if (!eng.unavailable.empty()) {
-        x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << "\"><skipped message=\""
-          << xml_escape(eng.unavailable) << "\"/></testcase>\n";
-      }
-      for (const std::string& w : eng.declaration_warnings) {
-        x << "    <testcase classname=\"engine\" name=\"" << xml_escape(eng.label) << ": declaration\"><system-out>"
-          << xml_escape("WARNING: " + w) << "</system-out></testcase>\n";
-      }
-      for (const CaseResult& r : results) {
-        if (r.engine != eng.label) continue;
-        x << "    <testcase classname=\"golden\" name=\"" << xml_escape(r.name) << "\">";
-        if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) {
-          x << "<failure message=\"" << xml_escape(r.detail) << "\">" << xml_escape(r.reproduce) << "</failure>";
-        } else if (r.status == CaseResult::Status::error) {
-          x << "<error message=\"" << xml_escape(r.detail) << "\"/>";
-        } else if (r.status == CaseResult::Status::skipped || r.status == CaseResult::Status::xfail) {
-          x << "<skipped message=\"" << xml_escape(status_name(r.status) + std::string(": ") + r.detail) << "\"/>";
-        }
-        for (const std::string& w : r.warnings) x << "<system-out>" << xml_escape("WARNING: " + w) << "</system-out>";
-        x << "</testcase>\n";
-      }
-      // One test case per class in a coverage suite: judged passes, not applicable is skipped, and a
-      // class that went unjudged is a failure when it was required, else skipped.
-      if (const auto it = coverage.find(eng.label); it != coverage.end()) {
-        for (const golden::ClassCoverage& k : it->second.classes) {
-          x << "    <testcase classname=\"coverage\" name=\"" << xml_escape(k.name) << "\">";
-          const bool missing = std::any_of(it->second.missing.begin(), it->second.missing.end(),
-                                           [&](const std::string& m) { return m.rfind(k.name + " (", 0) == 0; });
-          if (missing) {
-            x << "<failure message=\"" << xml_escape("required class not judged: " + std::string(golden::to_string(k.status)) +
-                                                     (k.why.empty() ? "" : " (" + k.why + ")") + "; " +
-                                                     not_judged_advice(eng.external_outputs)) << "\"/>";
-          } else if (k.status != golden::Coverage::judged) {
-            x << "<skipped message=\"" << xml_escape(std::string(golden::to_string(k.status)) + (k.why.empty() ? "" : ": " + k.why))
-              << "\"/>";
-          }
-          x << "</testcase>\n";
-        }
-      }
-      for (const auto& [e, p] : props) {
-        if (e != eng.label) continue;
-        x << "    <testcase classname=\"property\" name=\"" << xml_escape(p.name) << "\">";
-        if (!p.passed) x << "<failure message=\"property failed\">" << xml_escape(p.report) << "</failure>";
-        for (const std::string& w : p.warnings) x << "<system-out>" << xml_escape("WARNING: " + w) << "</system-out>";
-        x << "</testcase>\n";
-      }
-      x << "  </testsuite>\n";
+    for (const EngineUnderTest& eng : engines) {  // every engine, in order, and whether it ran
+      const std::string status = unloadable.count(eng.label) ? "error" : !eng.unavailable.empty() ? "skipped" : "run";
+      j["engines"].push_back({{"engine", eng.label}, {"status", status}, {"reason", eng.unavailable},
+                              {"external_outputs", eng.external_outputs}, {"capabilities_source", eng.capabilities_source},
+                              {"golden_cases", opt.no_golden ? size_t{0} : selected.size()}});
     }
-    x << "</testsuites>\n";
+    j["shard"] = shard_header(opt, shard, engines, work, require_default);
+    if (!opt.json_file.empty()) std::ofstream(opt.json_file) << j.dump(2) << "\n";
+    if (!opt.junit_file.empty()) write_junit_report(j, opt.junit_file);
+    if (!opt.html_file.empty()) write_html_report(j, opt.html_file);
   }
   return failed ? 1 : errors ? 2 : 0;
 }

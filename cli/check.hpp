@@ -48,6 +48,13 @@ struct CheckOptions {
   /// Internal (`ringkv check --jobs N` runs each property shard in a process of its own): run only
   /// this property on the one engine, and print its outcome as JSON on stdout instead of a report.
   std::string property_shard;
+  /// --shard I/N: run only the I-th of N disjoint parts of the work (cli/shard.hpp); "" reads the
+  /// runner's environment (shard_from_environment), and without one the run is whole.
+  std::string shard;
+  /// The number of shards where the environment gives only an index (Kubernetes' JOB_COMPLETION_INDEX).
+  int shard_count = 0;
+  /// Write the report as one self-contained HTML page.
+  std::string html_file;
 };
 
 /// The default of --jobs: the number of cores (std::thread::hardware_concurrency), at least 1.

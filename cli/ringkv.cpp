@@ -3,6 +3,7 @@
 //   ringkv check [--engine reference|cuda|cuda-cublas|cuda-plan|cuda-plan-cublas|PATH.so] [--golden DIR] [--properties [--cases N]] ...
 //   ringkv check --outputs DIR [--profile NAME|FILE] (engines that wrote their outputs to files)
 //   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE | list [--capabilities FILE] | matrix
+//   ringkv check --shard I/N --json SHARD.json ...; ringkv report merge SHARD.json... [--json] [--junit] [--html]
 //   ringkv memory --layers L --kv-heads H --head-dim D --dtype f16 [--window W] ...
 //
 // Exit codes: 0 all passed, 1 a check failed, 2 bad arguments or unreadable input.
@@ -26,6 +27,7 @@
 #include "golden/golden.hpp"
 #include "support/capabilities.hpp"
 #include "memory.hpp"
+#include "report_merge.hpp"
 #include "ringkv/error.hpp"
 #include "support/config_json.hpp"
 #include "support/data_dir.hpp"
@@ -132,6 +134,19 @@ int main(int argc, char** argv) {
                         "of its own, each worker opens its own instance of a plugin; the CUDA engines share the "
                         "device and run one case or property at a time; --replay runs one job. A shrink's "
                         "--shrink-time is per property: more jobs than cores leave each less CPU within it");
+  check->add_option("--html", chk.html_file,
+                    "Write the report as one self-contained HTML page: the verdict, the failures with their reproduce "
+                    "lines, each engine's counts and the engines x boundary classes coverage matrix");
+  check->add_option("--shard", chk.shard,
+                    "Run only the I-th of N disjoint parts of the work (golden cases and properties, balanced by "
+                    "estimated cost), I from 1 to N; `ringkv report merge` makes the unsharded report of the N "
+                    "JSON reports. Without it, the index and count runners set are read: GTEST_SHARD_INDEX/"
+                    "GTEST_TOTAL_SHARDS, JOB_COMPLETION_INDEX (with --shard-count or RINGKV_SHARD_COUNT), "
+                    "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, CI_NODE_INDEX/CI_NODE_TOTAL, BUILDKITE_PARALLEL_JOB/"
+                    "BUILDKITE_PARALLEL_JOB_COUNT, in this order (docs/fleet.md); --shard 1/1 runs everything");
+  check->add_option("--shard-count", chk.shard_count,
+                    "The number of shards where the runner gives only an index (a Kubernetes Indexed Job's "
+                    "JOB_COMPLETION_INDEX: its completions)");
   check->add_option("--property-shard", chk.property_shard,
                     "Internal (--jobs): run this one property on the one --engine, print its outcome as JSON")
       ->group("");
@@ -165,6 +180,18 @@ int main(int argc, char** argv) {
   lst->add_option("--level", list_level, "Only cases of this level: core or feature");
   CLI::App* mat = golden_cmd->add_subcommand("matrix", "Print the coverage matrix of docs/golden-format.md "
                                                        "(cases per class for typical capability sets)");
+
+  // ---- report merge ----
+  CLI::App* report_cmd = app.add_subcommand("report", "Work with JSON reports of `ringkv check`");
+  report_cmd->require_subcommand(1);
+  MergeOptions merge_opt;
+  CLI::App* merge = report_cmd->add_subcommand(
+      "merge", "Merge the JSON reports of `ringkv check --shard I/N` (every I from 1 to N) into the report, exit code "
+               "and coverage verdict of the unsharded run; shards missing, given twice or of another run are an error");
+  merge->add_option("shards", merge_opt.shards, "The shards' JSON reports")->required();
+  merge->add_option("--json", merge_opt.json_file, "Write the merged JSON report");
+  merge->add_option("--junit", merge_opt.junit_file, "Write the merged JUnit XML report");
+  merge->add_option("--html", merge_opt.html_file, "Write the merged report as one self-contained HTML page");
 
   // ---- memory ----
   MemoryQuery mem;
@@ -207,6 +234,7 @@ int main(int argc, char** argv) {
       std::cout << memory_report(mem);
       return 0;
     }
+    if (report_cmd->parsed()) return run_report_merge(merge_opt);
     if (golden_cmd->parsed()) {
       if (gen->parsed()) {
         const auto progress = [](const std::string& name, size_t bytes) {
