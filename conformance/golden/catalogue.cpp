@@ -439,6 +439,72 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("rope_linear_ntk_partial", {"rope-linear", "rope-ntk", "partial-rotary", "per-layer-rope",
                                                    "rope-neox", "rope-gptj", "multi-layer"}, c));
   }
+  // Issue 26 item 6: every feature, and every two that meet in one score, angle or stored value, in
+  // at least three cases where a bug of theirs changes an output (GoldenCheck.EveryInteractionMutant...):
+  // softcap with sink logits large against the cap; NTK on a partial rotary dim (the exponent's R);
+  // linear scaling on a partial rotary dim; fp8 past its largest finite value in each format; static
+  // INT8 clamped on the negative side.
+  const auto scaled = [](RopeConfig r, RopeScaling scaling, double factor, int rotary) {
+    r.scaling = scaling;
+    r.factor = factor;
+    r.rotary_dim = rotary;
+    return r;
+  };
+  {
+    Case c = shape({LayerConfig{4, 0, scaled(neox(), RopeScaling::ntk, 4.0, 16)},
+                    LayerConfig{6, 1, scaled(gptj(500000.0), RopeScaling::ntk, 8.0, 8)}}, 2, 1, 32, random, 178);
+    c.config.softcap = 3.0;
+    c.config.sink_logits = {{2.5f, -1.5f}, {1.0f, 3.5f}};
+    c.qk_amplitude = 3.0f;
+    single(c, {5, 1, 3}, 5000);
+    set.push_back(spec("softcap_sink_logits_ntk_partial", {"softcap", "sink-logits", "rope-ntk", "partial-rotary",
+                                                           "multi-layer", "per-layer-rope", "mqa"}, c));
+  }
+  {
+    Case c = shape({LayerConfig{8, 0, scaled(neox(), RopeScaling::linear, 4.0, 16)}}, 4, 2, 32, random, 179);
+    c.config.softcap = 5.0;
+    c.config.sink_logits = {{3.0f, -2.0f, 4.5f, 1.0f}};
+    c.qk_amplitude = 3.0f;
+    single(c, {9, 1, 2}, 3000);
+    set.push_back(spec("softcap_sink_logits_gqa_linear_partial", {"softcap", "sink-logits", "rope-linear",
+                                                                  "partial-rotary", "gqa"}, c));
+  }
+  {
+    Case c = shape({LayerConfig{8, 0, scaled(neox(), RopeScaling::ntk, 8.0, 32)},
+                    LayerConfig{64, 0, scaled(gptj(), RopeScaling::ntk, 2.0, 16)}}, 2, 1, 64, random, 180);
+    single(c, {9, 1, 3}, 20000);
+    set.push_back(spec("rope_ntk_partial_d64", {"rope-ntk", "partial-rotary", "multi-layer", "per-layer-rope",
+                                                "head_dim-64", "mqa"}, c));
+  }
+  {  // NTK on 8 of 16 dims, with sink tokens and GQA
+    Case c = shape({LayerConfig{8, 2, scaled(neox(), RopeScaling::ntk, 16.0, 8)}}, 4, 2, 16, random, 187);
+    single(c, {10, 1, 2}, 100000);
+    set.push_back(spec("rope_ntk_partial_gqa_sinks", {"rope-ntk", "partial-rotary", "sinks", "gqa", "chunk>W"}, c));
+  }
+  {  // K e4m3 past 448 * scale, V e5m2 past 57344 * scale, two sequences
+    Case c = shape({LayerConfig{8, 1, neox()}}, 2, 1, 32, random, 181);
+    c.config.k_format = fmt_of(DType::fp8_e4m3, 0.003f);
+    c.config.v_format = fmt_of(DType::fp8_e5m2, 1.5e-5f);
+    schedule(c, {0, 30}, {StepPlan{{}, {6, 4}}, StepPlan{{}, {1, 1}}, StepPlan{{}, {4, 5}}});
+    set.push_back(spec("fp8_saturated_k_e4m3_v_e5m2", {"kv-fp8-e4m3", "kv-fp8-e5m2", "k-v-dtypes-differ", "sinks",
+                                                       "batch-mixed"}, c));
+  }
+  {  // K e5m2 past 57344 * scale, V e4m3 past 448 * scale, GQA in two layers
+    Case c = shape({LayerConfig{6, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 32, random, 182);
+    c.config.k_format = fmt_of(DType::fp8_e5m2, 2.5e-5f);
+    c.config.v_format = fmt_of(DType::fp8_e4m3, 0.0017f);
+    single(c, {7, 1, 4}, 11);
+    set.push_back(spec("fp8_saturated_k_e5m2_v_e4m3", {"kv-fp8-e4m3", "kv-fp8-e5m2", "k-v-dtypes-differ", "multi-layer",
+                                                       "gqa"}, c));
+  }
+  {  // static INT8 K clamped at |x| > 1.27 (both signs), V e5m2 saturated
+    Case c = shape({LayerConfig{8, 0, neox()}, LayerConfig{5, 2, neox()}}, 2, 1, 32, random, 183);
+    c.config.k_format = KvFormat::int8(Int8Scheme::static_tensor, Rounding::nearest_even, 0.01f);
+    c.config.v_format = fmt_of(DType::fp8_e5m2, 1.5e-5f);
+    single(c, {9, 1, 3}, 40);
+    set.push_back(spec("int8_static_clamped_k_e5m2_v", {"int8-static", "kv-fp8-e5m2", "k-v-dtypes-differ", "multi-layer",
+                                                        "sinks", "mqa"}, c));
+  }
   {  // W = 1 next to a layer with sinks, reset to a higher p0 and then to the same one
     Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{3, 2, gptj()}}, 2, 1, 16, random, 149);
     schedule(c, {0}, {StepPlan{{}, {6}}, reset_then(0, 2, 1, {1}), StepPlan{{}, {2}}, reset_then(0, 2, 2, {3})});
@@ -668,6 +734,19 @@ std::vector<GoldenSpec> golden_set() {
                 {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 2, 11)}), step({3}), step({1}, {rb(0, 2, 12)}),
                  step({2})});
 
+  // One-layer rollback (issue 26 item 6: an engine of one layer judges rollback only on these): the
+  // schedule of rollback_d128_bf16 (refused, repeated, at the reserve's edge, across the wrap) at head dim
+  // 64 in f16 and in f32 with GQA.
+  const auto one_layer_rollback = [&](const char* name, std::vector<std::string> classes, int D, DType dtype,
+                                      uint64_t seed, int64_t p0) {
+    rollback_case(name, with(classes, {"rollback-refused", "rollback-repeated", "rollback-reserve-edge", "rollback-at-wrap"}),
+                  {reserve(4, 2)}, D, dtype, seed, {p0},
+                  {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 3, 11)}), step({2}, {rb(0, 1, 12)}), step({2}),
+                   step({1}, {rb(0, 3, 13)})});
+  };
+  one_layer_rollback("rollback_one_layer_d64_f16", {"head_dim-64", "kv-f16"}, 64, DType::f16, 212, 0);
+  one_layer_rollback("rollback_one_layer_f32", {}, 32, DType::f32, 213, 7);
+
   // ---- engines that start every sequence at position 0 (issue 26): transformers, mlx-lm and most model
   // code cannot set a start position (capabilities settable_p0 = false), and reset a sequence to 0. The
   // core ring schedule and W = 1 beside a full layer, from 0 with resets to 0, judge every structural
@@ -722,6 +801,35 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("core_f32_one_sequence_resets", {"gqa", "reset-reuse", "reset-p0-down", "reset-p0-up",
                                                         "reset-shorter", "multi-layer", "sliding-and-full", "chunk>W",
                                                         "t=W"}, c));
+  }
+
+  // Batch generation (issue 24): mlx-lm's BatchGenerator (BatchRotatingKVCache) and transformers' left-padded
+  // generate() run a batch only when every sequence starts at 0 and appends in every step, with no reset
+  // and no rollback: a prefill of unequal prompts, then one-token decode steps past the wrap. In f32 and
+  // bf16 at head dim 128, and with sink tokens (mlx-lm's keep) at head dim 64.
+  {
+    Case c = shape(sliding_and_full(4), 4, 2, 32, needle, 184);  // the default scale: llama.cpp's gemma2 runs it
+    schedule(c, {0, 0, 0}, {StepPlan{{}, {5, 2, 7}}, StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {1, 1, 1}},
+                            StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {1, 1, 1}},
+                            StepPlan{{}, {1, 1, 1}}});
+    set.push_back(spec("core_p0_0_batch_generation_f32_gqa", {"multi-layer", "sliding-and-full", "gqa"}, c));
+  }
+  {
+    Case c = shape(sliding_and_full(4, 500000.0), 2, 1, 128, needle, 185);
+    kv(c, DType::bf16);
+    schedule(c, {0, 0}, {StepPlan{{}, {6, 3}}, StepPlan{{}, {1, 1}}, StepPlan{{}, {1, 1}}, StepPlan{{}, {1, 1}},
+                         StepPlan{{}, {1, 1}}, StepPlan{{}, {1, 1}}});
+    set.push_back(spec("core_p0_0_batch_generation_d128_bf16_mqa", {"head_dim-128", "kv-bf16", "mqa", "multi-layer",
+                                                                    "sliding-and-full"}, c));
+  }
+  {
+    // needles: an evicted sink moves an output by O(1), beyond a bf16 engine's bound
+    Case c = shape({LayerConfig{4, 2, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 64, needle, 186);
+    kv(c, DType::bf16);
+    schedule(c, {0, 0, 0, 0}, {StepPlan{{}, {3, 7, 5, 2}}, StepPlan{{}, {1, 1, 1, 1}}, StepPlan{{}, {1, 1, 1, 1}},
+                               StepPlan{{}, {1, 1, 1, 1}}, StepPlan{{}, {1, 1, 1, 1}}, StepPlan{{}, {1, 1, 1, 1}}});
+    set.push_back(spec("batch_generation_sinks_d64_bf16", {"sinks", "head_dim-64", "kv-bf16", "gqa", "multi-layer",
+                                                           "sliding-and-full"}, c));
   }
 
   // Each case carries every class it exercises (derive_classes); its hand-written tags say what it

@@ -676,6 +676,7 @@ TEST(GoldenReport, DISABLED_GoldenKillMatrix) {
   std::printf("|---|---|---|---|\n");
   std::vector<conformance::MutantInfo> mutants = conformance::all_mutants();
   mutants.insert(mutants.end(), conformance::rollback_mutants().begin(), conformance::rollback_mutants().end());
+  mutants.insert(mutants.end(), conformance::interaction_mutants().begin(), conformance::interaction_mutants().end());
   for (const conformance::MutantInfo& m : mutants) {
     const GoldenKills k = golden_kills(m, cases);
     std::string few;
@@ -1239,6 +1240,88 @@ TEST(GoldenFormat2, EveryRollbackMutantFailsAtLeastThreeCommittedCasesWithTheCac
 }
 
 }  // namespace rollback
+
+// ---------------------------------------------------------------------------------------------
+// Issue 26 item 6: a feature, or two features that meet in one score, angle or stored value, must not
+// rest on one or two cases. For each interaction mutant, the committed cases carrying every class
+// of its feature in which it changes an output (outputs alone, what a file-exchange user sees) number
+// at least three, and it changes no output of a case without them (so it is the interaction's bug).
+// The rollback mutants that can act in one layer do the same on the one-layer rollback cases (engines
+// of one layer see only those).
+bool carries_all(const GoldenCase& g, const std::vector<std::string>& classes) {
+  return std::all_of(classes.begin(), classes.end(),
+                     [&](const std::string& c) { return std::find(g.classes.begin(), g.classes.end(), c) != g.classes.end(); });
+}
+
+bool outputs_changed(const conformance::MutantInfo& m, const GoldenCase& g) {
+  GoldenCheckOptions outputs_only;
+  outputs_only.snapshot = false;
+  const GoldenOutcome r = check_golden(m.factory, g, outputs_only);
+  return !r.passed && !r.skipped;
+}
+
+bool has_rollback(const GoldenCase& g) {
+  return std::any_of(g.c.steps.begin(), g.c.steps.end(), [](const conformance::StepPlan& s) { return !s.rollbacks.empty(); });
+}
+
+const conformance::MutantInfo& mutant_named(const std::string& name) {
+  for (const auto* list : {&conformance::all_mutants(), &conformance::rollback_mutants(), &conformance::interaction_mutants()}) {
+    for (const conformance::MutantInfo& m : *list) {
+      if (name == m.name) return m;
+    }
+  }
+  throw std::logic_error("no mutant " + name);
+}
+
+TEST(GoldenCheck, EveryInteractionMutantChangesOutputsInThreeCasesOfItsFeatures) {
+  const std::vector<GoldenCase> cases = committed();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> interactions{
+      {"softcap_after_sink_logit", {"softcap", "sink-logits"}},
+      {"fp8_e4m3_overflow_to_nan", {"kv-fp8-e4m3"}},
+      {"fp8_e5m2_overflow_to_inf", {"kv-fp8-e5m2"}},
+      {"int8_static_clamp_128", {"int8-static"}},
+      {"rope_linear_ignored", {"rope-linear"}},
+      {"rope_ntk_ignored", {"rope-ntk"}},
+      {"partial_rotary_freq_over_head_dim", {"partial-rotary"}},
+      {"ntk_exponent_over_head_dim", {"rope-ntk", "partial-rotary"}},
+  };
+  std::set<std::string> listed;
+  for (const auto& [name, classes] : interactions) {
+    const conformance::MutantInfo& m = mutant_named(name);
+    listed.insert(name);
+    std::vector<std::string> inside, outside;
+    for (const GoldenCase& g : cases) {
+      if (!outputs_changed(m, g)) continue;
+      (carries_all(g, classes) ? inside : outside).push_back(g.name);
+    }
+    EXPECT_GE(inside.size(), kMinGoldenKills) << name << " (" << m.bug << ") changes outputs in only " << inside.size()
+                                              << " committed case(s) carrying " << join(classes) << ": " << join(inside);
+    EXPECT_TRUE(outside.empty()) << name << " changes outputs of cases without " << join(classes) << ": " << join(outside);
+    std::printf("[golden] interaction %-34s [%s]: %zu cases: %s\n", name.c_str(), join(classes).c_str(), inside.size(),
+                join(inside).c_str());
+  }
+  for (const conformance::MutantInfo& m : conformance::interaction_mutants()) {
+    EXPECT_TRUE(listed.count(m.name)) << "interaction mutant " << m.name << " has no feature classes in this test";
+  }
+  // Rollback in a one-layer case: every rollback mutant whose bug one layer can show (the two that roll
+  // back only some layers are the reference in one layer).
+  std::vector<const GoldenCase*> one_layer;
+  for (const GoldenCase& g : cases) {
+    if (g.layers() == 1 && has_rollback(g)) one_layer.push_back(&g);
+  }
+  for (const conformance::MutantInfo& m : conformance::rollback_mutants()) {
+    const std::string name = m.name;
+    if (name == "rollback_sliding_layers_only" || name == "rollback_first_layer_only") continue;
+    std::vector<std::string> killed;
+    for (const GoldenCase* g : one_layer) {
+      if (outputs_changed(m, *g)) killed.push_back(g->name);
+    }
+    EXPECT_GE(killed.size(), kMinGoldenKills) << name << " changes outputs in only " << killed.size()
+                                              << " one-layer rollback case(s): " << join(killed);
+    std::printf("[golden] one layer   %-34s: %zu of %zu one-layer rollback cases: %s\n", name.c_str(), killed.size(),
+                one_layer.size(), join(killed).c_str());
+  }
+}
 
 }  // namespace
 }  // namespace ringkv::golden

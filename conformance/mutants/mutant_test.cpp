@@ -66,6 +66,11 @@ namespace {
 
 class Mutant : public ::testing::TestWithParam<MutantInfo> {};
 
+bool is_fp8_saturation_mutant(const MutantInfo& m) {
+  const std::string n = m.name;
+  return n == "fp8_e4m3_overflow_to_nan" || n == "fp8_e5m2_overflow_to_inf";
+}
+
 TEST_P(Mutant, IsKilledByThePropertySuite) {
   const MutantInfo& m = GetParam();
   const std::optional<Kill> kill = hunt(m.factory, kDefaultCases);
@@ -88,6 +93,35 @@ INSTANTIATE_TEST_SUITE_P(All, Mutant, ::testing::ValuesIn(all_mutants()),
 // The spec 1.1 rollback mutants: the Rollback property must kill each (the others never see a rollback).
 INSTANTIATE_TEST_SUITE_P(Rollback, Mutant, ::testing::ValuesIn(rollback_mutants()),
                          [](const ::testing::TestParamInfo<MutantInfo>& p) { return std::string(p.param.name); });
+
+// The interaction mutants (issue 26 item 6): bugs where two features meet in one score, angle or stored value.
+// The two fp8 saturation mutants are judged by the committed goldens only: the case generators draw fp8
+// scales of 1, 0.25 and 2 (conformance/support/generators.cpp), at which the generated data never comes near
+// 448 or 57344 times the scale, so no property case saturates (measured: both survive 100 cases of every
+// property). InteractionCoverage below keeps that statement true.
+std::vector<MutantInfo> property_killed_interaction_mutants() {
+  std::vector<MutantInfo> out;
+  for (const MutantInfo& m : interaction_mutants()) {
+    if (!is_fp8_saturation_mutant(m)) out.push_back(m);
+  }
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Interaction, Mutant, ::testing::ValuesIn(property_killed_interaction_mutants()),
+                         [](const ::testing::TestParamInfo<MutantInfo>& p) { return std::string(p.param.name); });
+
+// The statement above: the fp8 saturation mutants survive the property suite (when a generator starts to
+// draw saturating fp8 scales, this fails: move them into the instantiation above).
+TEST(InteractionCoverage, Fp8SaturationMutantsAreJudgedByTheGoldensOnly) {
+  int n = 0;
+  for (const MutantInfo& m : interaction_mutants()) {
+    if (!is_fp8_saturation_mutant(m)) continue;
+    ++n;
+    const std::optional<Kill> kill = hunt(m.factory, kDefaultCases);
+    EXPECT_FALSE(kill.has_value()) << m.name << " is now killed by " << kill->property
+                                   << ": judge it in the Interaction instantiation";
+  }
+  EXPECT_EQ(n, 2);
+}
 
 // The correct engine passes the same fixed cases (so a kill above is the mutant's bug, not the case).
 TEST(ReferenceControl, PassesTheFixedCases) {
@@ -278,6 +312,7 @@ TEST(MutantReport, DISABLED_KillMatrix) {
   const bool rollback_only = only && std::string(only) == "rollback";
   std::vector<MutantInfo> mutants = rollback_only ? std::vector<MutantInfo>{} : all_mutants();
   mutants.insert(mutants.end(), rollback_mutants().begin(), rollback_mutants().end());
+  if (!rollback_only) mutants.insert(mutants.end(), interaction_mutants().begin(), interaction_mutants().end());
   for (const MutantInfo& m : mutants) {
     std::printf("%-24s", m.name);
     for (size_t k = 0; k < props.size(); ++k) {

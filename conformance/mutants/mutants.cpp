@@ -270,6 +270,132 @@ class RefusalFromCurrentLength : public ReferenceEngine {
   const char* engine_name() const override { return "mutant:refusal_from_current_length"; }
 };
 
+// ---- interactions (issue 26 item 6): bugs that show only where two features meet in one score,
+// angle or stored value, so only the committed cases with both judge them ----
+
+// The learned sink logit goes through the softcap with the scores (cap·tanh(sink / cap)): softcap applied
+// after the sink logit joins the logits instead of to the q·k scores alone (spec §7: the sink logit is
+// not capped). Planted through the config the engine runs (config() still reports the one it was given).
+class SoftcapAfterSinkLogit : public ReferenceEngine {
+ public:
+  explicit SoftcapAfterSinkLogit(const Config& c) : ReferenceEngine(capped(c)), given_(c) {}
+  const Config& config() const override { return given_; }
+
+ protected:
+  const char* engine_name() const override { return "mutant:softcap_after_sink_logit"; }
+
+ private:
+  static Config capped(Config c) {
+    if (!c.softcap) return c;
+    const double cap = *c.softcap;
+    for (auto& layer : c.sink_logits) {
+      for (float& s : layer) s = static_cast<float>(cap * std::tanh(static_cast<double>(s) / cap));
+    }
+    return c;
+  }
+  Config given_;
+};
+
+// An fp8 cast that does not saturate (PyTorch's .to(float8_*) without satfinite): a value of x / scale
+// beyond the largest finite one (past the midpoint to the next binade's first value) becomes NaN in
+// e4m3 (which has no infinity) and ±inf in e5m2. `format`: the one format it gets wrong.
+class Fp8OverflowNotSaturated : public ReferenceEngine {
+ public:
+  Fp8OverflowNotSaturated(Config c, DType format) : ReferenceEngine(std::move(c)), format_(format) {}
+
+ protected:
+  void encode_kv_row(bool is_key, const KvFormat& f, const float* x, uint8_t* bytes, float* scales) const override {
+    ReferenceEngine::encode_kv_row(is_key, f, x, bytes, scales);
+    if (f.dtype != format_) return;
+    const bool e4m3 = format_ == DType::fp8_e4m3;
+    const float overflow = e4m3 ? 464.0f : 61440.0f;  // 448 + 16, 57344 + 4096: rounds up to no finite value
+    for (int i = 0; i < config_.head_dim; ++i) {
+      const float r = x[i] / f.scale;
+      if (std::fabs(r) < overflow) continue;
+      bytes[i] = e4m3 ? uint8_t{0x7f} : static_cast<uint8_t>(r < 0 ? 0xfc : 0x7c);
+    }
+  }
+  const char* engine_name() const override {
+    return format_ == DType::fp8_e4m3 ? "mutant:fp8_e4m3_overflow_to_nan" : "mutant:fp8_e5m2_overflow_to_inf";
+  }
+
+ private:
+  DType format_;
+};
+
+// Static INT8 clamped to [-128, 127] instead of the symmetric [-127, 127] (spec §6.4): a value at or
+// below -127.5 · scale stores code -128.
+class Int8StaticClamp128 : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+ protected:
+  void encode_kv_row(bool is_key, const KvFormat& f, const float* x, uint8_t* bytes, float* scales) const override {
+    ReferenceEngine::encode_kv_row(is_key, f, x, bytes, scales);
+    if (f.dtype != DType::int8 || f.int8_scheme != Int8Scheme::static_tensor) return;
+    auto* codes = reinterpret_cast<int8_t*>(bytes);
+    const float inv = 1.0f / f.scale;
+    for (int i = 0; i < config_.head_dim; ++i) {
+      if (x[i] * inv <= -127.5f) codes[i] = int8_t{-128};
+    }
+  }
+  const char* engine_name() const override { return "mutant:int8_static_clamp_128"; }
+};
+
+// RoPE angle bugs, in the angles of q and k alike (rotation_angles).
+enum class RopeBug {
+  linear_ignored,      // the linear scaling factor is dropped (positions not divided)
+  ntk_ignored,         // the NTK factor is dropped (theta not enlarged)
+  freq_over_head_dim,  // partial rotary: inv_freq = theta^(-2k / D) over the head dim instead of R
+  ntk_over_head_dim,   // NTK with partial rotary: theta · factor^(D / (D - 2)) with the head dim instead of R
+};
+
+class RopeAngleBug : public ReferenceEngine {
+ public:
+  RopeAngleBug(Config c, RopeBug bug) : ReferenceEngine(std::move(c)), bug_(bug) {}
+
+ protected:
+  void rotation_angles(const RopeConfig& rope, int64_t position, double* c, double* s) const override {
+    RopeConfig r = rope;
+    const int D = config_.head_dim, R = rotary_dim(rope, D);
+    switch (bug_) {
+      case RopeBug::linear_ignored:
+        if (r.scaling == RopeScaling::linear) r.scaling = RopeScaling::none;
+        return ReferenceEngine::rotation_angles(r, position, c, s);
+      case RopeBug::ntk_ignored:
+        if (r.scaling == RopeScaling::ntk) r.scaling = RopeScaling::none;
+        return ReferenceEngine::rotation_angles(r, position, c, s);
+      case RopeBug::freq_over_head_dim:
+      case RopeBug::ntk_over_head_dim: {
+        if (R == D) return ReferenceEngine::rotation_angles(rope, position, c, s);
+        const bool over_d = bug_ == RopeBug::freq_over_head_dim;
+        if (!over_d && rope.scaling != RopeScaling::ntk) return ReferenceEngine::rotation_angles(rope, position, c, s);
+        const double theta = over_d ? rope_effective_theta(rope, R) : rope_effective_theta(rope, D);
+        const double p = rope_scaled_position(rope, position);
+        const double denominator = over_d ? D : R;
+        for (int k = 0; k < R / 2; ++k) {
+          const double angle = p * std::pow(theta, -(2.0 * k) / denominator);
+          c[k] = std::cos(angle);
+          s[k] = std::sin(angle);
+        }
+        return;
+      }
+    }
+  }
+  const char* engine_name() const override {
+    switch (bug_) {
+      case RopeBug::linear_ignored: return "mutant:rope_linear_ignored";
+      case RopeBug::ntk_ignored: return "mutant:rope_ntk_ignored";
+      case RopeBug::freq_over_head_dim: return "mutant:partial_rotary_freq_over_head_dim";
+      case RopeBug::ntk_over_head_dim: return "mutant:ntk_exponent_over_head_dim";
+    }
+    return "mutant:?";
+  }
+
+ private:
+  RopeBug bug_;
+};
+
 // Sinks are not pinned: the ring rotates over all S + W slots and evicts them.
 class SinksEvicted : public ReferenceEngine {
  public:
@@ -572,6 +698,28 @@ const std::vector<MutantInfo>& rollback_mutants() {
        factory<RollbackBeyondReserveAccepted>("rollback_beyond_reserve_accepted")},
       {"refusal_from_current_length", "decides refusals from the current length, not the high-water mark",
        factory<RefusalFromCurrentLength>("refusal_from_current_length")},
+  };
+  return mutants;
+}
+
+const std::vector<MutantInfo>& interaction_mutants() {
+  static const std::vector<MutantInfo> mutants{
+      {"softcap_after_sink_logit", "the learned sink logit is softcapped with the scores (cap applied after it joins)",
+       factory<SoftcapAfterSinkLogit>("softcap_after_sink_logit")},
+      {"fp8_e4m3_overflow_to_nan", "fp8 e4m3 without saturation: x / scale past 448 stores NaN",
+       factory<Fp8OverflowNotSaturated>("fp8_e4m3_overflow_to_nan", DType::fp8_e4m3)},
+      {"fp8_e5m2_overflow_to_inf", "fp8 e5m2 without saturation: x / scale past 57344 stores +-inf",
+       factory<Fp8OverflowNotSaturated>("fp8_e5m2_overflow_to_inf", DType::fp8_e5m2)},
+      {"int8_static_clamp_128", "static INT8 clamped to [-128, 127]: x / scale <= -127.5 stores -128",
+       factory<Int8StaticClamp128>("int8_static_clamp_128")},
+      {"rope_linear_ignored", "linear RoPE scaling dropped: positions not divided by the factor",
+       factory<RopeAngleBug>("rope_linear_ignored", RopeBug::linear_ignored)},
+      {"rope_ntk_ignored", "NTK RoPE scaling dropped: theta not enlarged", factory<RopeAngleBug>("rope_ntk_ignored",
+                                                                                                 RopeBug::ntk_ignored)},
+      {"partial_rotary_freq_over_head_dim", "partial rotary: inv_freq = theta^(-2k/D) over the head dim, not R",
+       factory<RopeAngleBug>("partial_rotary_freq_over_head_dim", RopeBug::freq_over_head_dim)},
+      {"ntk_exponent_over_head_dim", "NTK with partial rotary: theta * factor^(D/(D-2)) with the head dim, not R",
+       factory<RopeAngleBug>("ntk_exponent_over_head_dim", RopeBug::ntk_over_head_dim)},
   };
   return mutants;
 }

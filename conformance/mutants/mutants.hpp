@@ -25,6 +25,12 @@ const std::vector<MutantInfo>& all_mutants();
 /// be killed by the Rollback property and by at least three committed golden cases.
 const std::vector<MutantInfo>& rollback_mutants();
 
+/// Bugs where two features meet (issue 26 item 6): softcap with sink logits, fp8 saturation (per
+/// format), static INT8's clamp, RoPE scaling (linear, NTK), partial rotary, NTK with partial rotary.
+/// Every one must be killed by the property suite and, per feature it needs, by at least three
+/// committed golden cases (GoldenCheck.EveryInteractionMutantFailsThreeCasesOfItsFeatures).
+const std::vector<MutantInfo>& interaction_mutants();
+
 /// `engine` ("reference", "window_plus_one", "window_minus_one" or "sinks_evicted") with the
 /// numerics a named profile of profiles/ describes, declaring that profile (or the named profile
 /// `declared`): the reference so is a control that must pass, the others structural mutants its
