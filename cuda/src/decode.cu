@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels.cuh"
+#include "launch.cuh"
 #include "ringkv/cuda/ring.hpp"
 
 namespace ringkv::cuda {
@@ -110,7 +111,7 @@ __device__ __forceinline__ void for_each_owned(const FormatDesc& f, const uint8_
   constexpr int E = 16 / kBytes<DT>;
   if (vec) {
     const int chunks = D / E;
-    const auto* src = reinterpret_cast<const uint4*>(row);
+    const auto* src = reinterpret_cast<const uint4*>(row + (RINGKV_BUG(5) ? 4 : 0));  // planted bug 5: misaligned
     for (int c0 = j; c0 < chunks; c0 += GS * kInFlight) {
       uint4 raw[kInFlight];
 #pragma unroll
@@ -221,7 +222,7 @@ __device__ __forceinline__ bool vector_rows(const void* base, int64_t row_bytes)
 /// without spills (ptxas's own choice for a bare __launch_bounds__(128) caps some at 128).
 template <int KDT>
 __global__ void __launch_bounds__(kDecodeThreads, 3) decode_kernel(const DecodeParams p) {
-  extern __shared__ __align__(16) float decode_smem[];
+  RINGKV_EXTERN_SHARED(float, decode_smem);
   const LayerShape& s = p.shape;
   const int Hq = s.num_q_heads, Hkv = s.num_kv_heads, D = s.head_dim, G = Hq / Hkv;
   const int T = p.tile, HB = p.heads_per_block, TP = tile_stride(T);
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 3) decode_kernel(const DecodeP
         if (kk < nt && m % GS == j) sc[m * TP + kk] = score_of(dots[m], s.scale, s.capped, s.cap);
       }
     }
-    __syncthreads();
+    if (!RINGKV_BUG(1)) __syncthreads();  // planted bug 1: no barrier
 
     // phase B: per head (one warp, one lane per key): tile max, rescale, weights, l
     for (int m = warp; m < nh; m += kWarps) {
@@ -432,7 +433,7 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32, kDecodeWarpsPerSm /
   }
   OnlineSoftmax st = online_start();  // of head cl % NH (every lane of that head holds the same)
   const int kspr = p.kf.scales_per_row, vspr = p.vf.scales_per_row;
-  const int kk_mine = (cl / NH) * KPL + grp;  // the key this lane scores, within the tile
+  const int kk_mine = (cl / NH) * KPL + grp + (RINGKV_BUG(3) ? 1 : 0);  // the key this lane scores (planted bug 3: off by one lane)
 
   // The K and V rows (and scales) of the tile at t0 this lane reads (key k in slot decode_slot(vis, k));
   // keys past ke read as zero.
@@ -491,7 +492,9 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32, kDecodeWarpsPerSm /
     const float w = kk_mine < nt ? online_weight(st, score) : 0.0f;
     float lsum = w;
 #pragma unroll
-    for (int o = NH; o < 32; o *= 2) lsum = add_rn(lsum, __shfl_xor_sync(kFullMask, lsum, o));
+    for (int o = RINGKV_BUG(2) ? 2 * NH : NH; o < 32; o *= 2) {  // planted bug 2: a wrong xor offset
+      lsum = add_rn(lsum, __shfl_xor_sync(kFullMask, lsum, o));
+    }
     st.l = add_rn(st.l, lsum);
     // P·V over this lane's keys: the weight of key l·KPL + grp, head m sits on lane grp·LPK + l·NH + m
 #pragma unroll
@@ -564,6 +567,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const MergeParams 
     }
     den_s = mg.den;
   }
+  if (RINGKV_BUG(6) && threadIdx.x >= 64) __syncthreads();  // planted bug 6: a barrier in a branch
   __syncthreads();
   const SeqItem& it = p.items[i];
   float* out = it.out + ((int64_t{s.layer} * it.layer_tokens + it.token_offset) * Hq + h) * D;
@@ -595,8 +599,7 @@ cudaError_t launch_decode_as(const DecodeParams& p, cudaStream_t stream, unsigne
         cudaFuncSetAttribute(decode_kernel<KDT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  decode_kernel<KDT><<<blocks, kDecodeThreads, smem, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(decode_kernel<KDT>, blocks, kDecodeThreads, smem, stream, p);
 }
 
 }  // namespace
@@ -604,12 +607,8 @@ cudaError_t launch_decode_as(const DecodeParams& p, cudaStream_t stream, unsigne
 template <int DT, int D>
 cudaError_t launch_decode_warp_as(const DecodeParams& p, cudaStream_t stream, unsigned blocks) {
   const unsigned threads = kDecodeWarpsPerBlock * 32;
-  if (p.warp_heads == 4) {
-    decode_warp_kernel<DT, D, 4><<<blocks, threads, 0, stream>>>(p);
-  } else {
-    decode_warp_kernel<DT, D, 2><<<blocks, threads, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
+  if (p.warp_heads == 4) return RINGKV_LAUNCH((decode_warp_kernel<DT, D, 4>), blocks, threads, 0, stream, p);
+  return RINGKV_LAUNCH((decode_warp_kernel<DT, D, 2>), blocks, threads, 0, stream, p);
 }
 
 template <int D>
@@ -653,7 +652,8 @@ cudaError_t launch_decode(const DecodeParams& p, cudaStream_t stream) {
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
   const auto z = [](int v) { return static_cast<size_t>(v); };
   const size_t TP = z(tile_stride(T));
-  const size_t smem = sizeof(float) * (z(HB) * TP + z(D) * TP + z(HB) * z(D) + 3 * z(HB));
+  const size_t smem = sizeof(float) * (z(HB) * TP + z(D) * TP + z(HB) * z(D) + 3 * z(HB) -
+                                       (RINGKV_BUG(4) ? z(HB) * TP : 0));  // planted bug 4: a tile too small
   const auto n = static_cast<unsigned>(blocks);
   switch (p.kf.dtype) {
     case kF32: return launch_decode_as<kF32>(p, stream, n, smem);
@@ -670,8 +670,7 @@ cudaError_t launch_merge(const MergeParams& p, cudaStream_t stream) {
   if (blocks <= 0) return cudaSuccess;
   if (p.splits < 1 || p.splits > kMaxSplits) return cudaErrorInvalidValue;
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
-  merge_kernel<<<static_cast<unsigned>(blocks), kMergeThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(merge_kernel, static_cast<unsigned>(blocks), kMergeThreads, 0, stream, p);
 }
 
 }  // namespace ringkv::cuda

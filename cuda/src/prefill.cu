@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels.cuh"
+#include "launch.cuh"
 #include "ringkv/cuda/ring.hpp"
 
 namespace ringkv::cuda {
@@ -99,16 +100,14 @@ cudaError_t launch_masked_softmax(const MaskedSoftmaxParams& p, cudaStream_t str
   const int64_t blocks = p.n * p.shape.num_q_heads;  // Hkv · n·G
   if (blocks <= 0 || p.keys <= 0) return cudaSuccess;
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
-  masked_softmax_kernel<<<static_cast<unsigned>(blocks), kSoftmaxThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(masked_softmax_kernel, static_cast<unsigned>(blocks), kSoftmaxThreads, 0, stream, p);
 }
 
 cudaError_t launch_scatter(const ScatterParams& p, cudaStream_t stream) {
   const int64_t blocks = p.n * p.shape.num_q_heads;
   if (blocks <= 0) return cudaSuccess;
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
-  scatter_kernel<<<static_cast<unsigned>(blocks), kScatterThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(scatter_kernel, static_cast<unsigned>(blocks), kScatterThreads, 0, stream, p);
 }
 
 }  // namespace ringkv::cuda

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels.cuh"
+#include "launch.cuh"
 #include "ringkv/cuda/ring.hpp"
 
 namespace ringkv::cuda {
@@ -106,7 +107,7 @@ __device__ void copy_bytes(uint8_t* dst, const uint8_t* src, size_t bytes) {
 /// head h's K and encodes K and V into the ring slot of the token (decode) or its stage row
 /// (prefill). Rows are loaded into shared memory as f32, rotated there, then encoded.
 __global__ void __launch_bounds__(kThreads) append_kernel(const AppendParams p) {
-  extern __shared__ float append_smem[];  // x [D] (the q row or K), y [D] (V)
+  RINGKV_EXTERN_SHARED(float, append_smem);  // x [D] (the q row or K), y [D] (V)
   __shared__ Int8Scales k_int8[kMaxInt8Groups], v_int8[kMaxInt8Groups];
   const LayerShape& s = p.shape;
   const int Hq = s.num_q_heads, Hkv = s.num_kv_heads, D = s.head_dim, G = Hq / Hkv;
@@ -281,32 +282,28 @@ cudaError_t launch_append(const AppendParams& p, cudaStream_t stream) {
   if (grid_blocks(blocks) == 0) return cudaErrorInvalidConfiguration;
   if (!int8_groups_fit(p.kf, p.shape.head_dim) || !int8_groups_fit(p.vf, p.shape.head_dim)) return cudaErrorInvalidValue;
   const size_t smem = 2 * static_cast<size_t>(p.shape.head_dim) * sizeof(float);
-  append_kernel<<<grid_blocks(blocks), kThreads, smem, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(append_kernel, grid_blocks(blocks), kThreads, smem, stream, p);
 }
 
 cudaError_t launch_commit(const CommitParams& p, cudaStream_t stream) {
   const int64_t blocks = p.n * p.num_kv_heads;
   if (blocks <= 0) return cudaSuccess;
   if (grid_blocks(blocks) == 0) return cudaErrorInvalidConfiguration;
-  commit_kernel<<<grid_blocks(blocks), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(commit_kernel, grid_blocks(blocks), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_gather(const GatherParams& p, cudaStream_t stream) {
   const int64_t blocks = (p.ring.capacity + p.n) * p.num_kv_heads;
   if (blocks <= 0) return cudaSuccess;
   if (grid_blocks(blocks) == 0) return cudaErrorInvalidConfiguration;
-  gather_kernel<<<grid_blocks(blocks), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(gather_kernel, grid_blocks(blocks), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_poison(const PoisonParams& p, cudaStream_t stream) {
   const int64_t blocks = int64_t{p.batch} * p.ring.capacity * p.num_kv_heads;
   if (blocks <= 0) return cudaSuccess;
   if (grid_blocks(blocks) == 0) return cudaErrorInvalidConfiguration;
-  poison_kernel<<<grid_blocks(blocks), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return RINGKV_LAUNCH(poison_kernel, grid_blocks(blocks), kThreads, 0, stream, p);
 }
 
 }  // namespace ringkv::cuda

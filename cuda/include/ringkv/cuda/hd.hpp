@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
+#if defined(RINGKV_HD)
+// set by the host simulator (cuda/sim/simt.hpp): inlined into the kernels' translation units
+#elif defined(__CUDACC__)
 #define RINGKV_HD __host__ __device__ __forceinline__
 #else
 #define RINGKV_HD inline

@@ -1,0 +1,118 @@
+// cuda-sim: the CUDA engine's kernels, run from their own source by the host SIMT executor
+// (cuda/sim), against the committed golden cases, the properties, and cuda-plan at the same
+// simulated SM count (132 an H200, 114 an H100 PCIe, and a small one: 8), with every check of
+// the executor on (races, barriers, shuffles, bounds, uninitialised shared memory).
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "golden/golden.hpp"
+#include "property/properties.hpp"
+#include "ringkv/cuda/plan_backend.hpp"
+#include "ringkv/cuda_engine.hpp"
+#include "sim_backend.hpp"
+#include "support/data_dir.hpp"
+#include "support/runner.hpp"
+
+namespace ringkv::conformance {
+namespace {
+
+using golden::check_golden;
+using golden::GoldenCase;
+using golden::GoldenOutcome;
+using golden::load_manifest_case;
+using golden::ManifestEntry;
+using golden::read_manifest;
+
+const std::string& golden_dir() {
+  static const std::string d = data_dir("golden", std::string(RINGKV_SOURCE_DIR) + "/golden");
+  return d;
+}
+
+/// Every committed golden case on `factory`: passed or skipped (capabilities), never failed.
+void every_golden_case(const EngineFactory& factory) {
+  int passed = 0, skipped = 0;
+  for (const ManifestEntry& e : read_manifest(golden_dir())) {
+    const GoldenCase g = load_manifest_case(golden_dir(), e);
+    const GoldenOutcome o = check_golden(factory, g);
+    if (o.skipped) {
+      ++skipped;
+      continue;
+    }
+    EXPECT_TRUE(o.passed) << factory.name << ": golden case " << e.name << ": " << o.failure;
+    passed += o.passed ? 1 : 0;
+  }
+  std::printf("[cuda-sim] %s: %d golden cases passed, %d skipped\n", factory.name.c_str(), passed, skipped);
+  EXPECT_GT(passed, 0);
+}
+
+class Goldens : public ::testing::TestWithParam<int> {};
+
+TEST_P(Goldens, FusedPassesEveryGoldenCase) { every_golden_case(cuda::sim_engine_factory(GetParam())); }
+INSTANTIATE_TEST_SUITE_P(SmCount, Goldens, ::testing::Values(132, 114, 8),
+                         [](const ::testing::TestParamInfo<int>& i) { return "sm" + std::to_string(i.param); });
+
+TEST(GoldensCublas, CublasPathPassesEveryGoldenCase) { every_golden_case(cuda::sim_cublas_engine_factory(132)); }
+
+// ---- the same outputs as cuda-plan at the same SM count (the plan is the kernels' contract) ----
+
+void same_as_plan(int sm_count) {
+  const EngineFactory sim = cuda::sim_engine_factory(sm_count);
+  const EngineFactory plan{"cuda-plan@" + std::to_string(sm_count), cuda::core_capabilities(), [sm_count](const Config& c) {
+                             return std::unique_ptr<Engine>(std::make_unique<cuda::EngineCore>(
+                                 c, std::make_unique<cuda::PlanBackend>(sm_count), cuda::CoreOptions{}));
+                           }};
+  const PropertyInfo& p = property("OracleEquality");
+  const Case c = *gen_case(sim.capabilities, p.options);
+  const RunResult a = run_case(sim, c);
+  RC_ASSERT(a.failure.empty());
+  const RunResult b = run_case(plan, c);
+  RC_ASSERT(b.failure.empty());
+  const std::string diff = compare_runs(a, b, c.config, CompareOptions{});
+  if (!diff.empty()) RC_FAIL("cuda-sim and cuda-plan at " + std::to_string(sm_count) + " SMs differ: " + diff);
+}
+
+RC_GTEST_PROP(SameAsCudaPlan, At132Sms, ()) { same_as_plan(132); }
+RC_GTEST_PROP(SameAsCudaPlan, At114Sms, ()) { same_as_plan(114); }
+RC_GTEST_PROP(SameAsCudaPlan, At8Sms, ()) { same_as_plan(8); }
+
+// ---- the properties (a smaller case count than cuda-plan's: RC_PARAMS from the ctest) ----
+
+void run_property(const EngineFactory& f, const char* name) {
+  const PropertyInfo& p = property(name);
+  const Case c = *gen_case(f.capabilities, p.options);
+  p.run(f, c);
+}
+const EngineFactory& fused() {
+  static const EngineFactory f = cuda::sim_engine_factory(132);
+  return f;
+}
+const EngineFactory& cublas() {
+  static const EngineFactory f = cuda::sim_cublas_engine_factory(132);
+  return f;
+}
+
+#define RINGKV_SIM_PROPERTY(Name)                                        \
+  RC_GTEST_PROP(CudaSimEngine, Name, ()) { run_property(fused(), #Name); } \
+  RC_GTEST_PROP(CudaSimCublasEngine, Name, ()) { run_property(cublas(), #Name); }
+
+RINGKV_SIM_PROPERTY(OracleEquality)
+RINGKV_SIM_PROPERTY(RingHoldsVisibleSet)
+RINGKV_SIM_PROPERTY(ConstantMemory)
+RINGKV_SIM_PROPERTY(ChunkingInvariance)
+RINGKV_SIM_PROPERTY(BatchIsolation)
+RINGKV_SIM_PROPERTY(ResetIsFresh)
+RINGKV_SIM_PROPERTY(RopeRelativity)
+RINGKV_SIM_PROPERTY(BoundaryIdentities)
+RINGKV_SIM_PROPERTY(GqaEqualsMha)
+RINGKV_SIM_PROPERTY(Int8Storage)
+RINGKV_SIM_PROPERTY(Poisoning)
+RINGKV_SIM_PROPERTY(LayerIndependence)
+RINGKV_SIM_PROPERTY(Rollback)
+
+TEST(CudaSimEngine, EveryPropertyIsInstantiated) { EXPECT_EQ(all_properties().size(), 13u); }
+
+}  // namespace
+}  // namespace ringkv::conformance
