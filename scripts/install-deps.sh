@@ -29,6 +29,8 @@ if [ ! -x "$ROOT/.venv/bin/python" ]; then python3 -m venv "$ROOT/.venv"; fi
 CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF" \
 MAKEFLAGS="-j$(nproc)" \
   "$ROOT/.venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/engines/requirements.txt"
+# Ray for python -m ringkv.fleet (docs/fleet.md; ctest cli.fleet_ray_local), pinned; it adds only new packages.
+"$ROOT/.venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/python/fleet-requirements.txt"
 
 # cuobjdump for the kernel resource test (cuda.kernel_resources): some CUDA toolkit installs lack
 # it; PyPI's pinned nvidia-cuda-cuobjdump reads nvcc 13 objects. Best effort: without it that
