@@ -250,6 +250,10 @@ ShardSpec resolve_shard(const CheckOptions& opt, bool progress) {
     return {};
   }
   if (!opt.replay.empty() && s->count > 1) throw InputError("--shard cannot be combined with --replay (one property case)");
+  // Bazel runs a test sharded only when it says it shards: it touches GTEST_SHARD_STATUS_FILE.
+  if (const char* status = std::getenv("GTEST_SHARD_STATUS_FILE"); status && *status && s->source.starts_with("GTEST_")) {
+    std::ofstream touch(status, std::ios::app);
+  }
   if (progress) {
     write_stderr("ringkv check: shard " + std::to_string(s->index) + "/" + std::to_string(s->count) + " (from " + s->source +
                  ")\n");
@@ -965,8 +969,9 @@ int run_check(const CheckOptions& opt) {
       j["properties"].push_back(jp);
     }
     for (const EngineUnderTest& eng : engines) {  // every engine, in order, and whether it ran
-      const std::string status = unloadable.count(eng.label) ? "error" : !eng.unavailable.empty() ? "skipped" : "run";
-      j["engines"].push_back({{"engine", eng.label}, {"status", status}, {"reason", eng.unavailable},
+      // "availability", not "status": scripts read a report's statuses by pattern (cases' and classes').
+      const std::string availability = unloadable.count(eng.label) ? "unloadable" : !eng.unavailable.empty() ? "skipped" : "ran";
+      j["engines"].push_back({{"engine", eng.label}, {"availability", availability}, {"reason", eng.unavailable},
                               {"external_outputs", eng.external_outputs}, {"capabilities_source", eng.capabilities_source},
                               {"golden_cases", opt.no_golden ? size_t{0} : selected.size()}});
     }

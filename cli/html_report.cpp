@@ -105,18 +105,18 @@ std::string html_report(const json& report) {
        "<th>xfail</th><th>skipped</th><th>unusable</th><th>worst error / bound</th><th>properties failed</th>"
        "<th>coverage</th></tr>\n";
   for (const json& e : report_items(report, "engines")) {
-    const std::string label = e.at("engine"), status = e.at("status");
+    const std::string label = e.at("engine"), availability = e.at("availability");
     const Counts n = counts.count(label) ? counts.at(label) : Counts{};
-    std::string line, ev = status == "run" ? "PASSED" : status == "error" ? "ERROR" : "skipped";
+    std::string line, ev = availability == "ran" ? "PASSED" : availability == "unloadable" ? "ERROR" : "skipped";
     bool missing = false;
     for (const json& cov : report_items(report, "coverage")) {
       if (cov.at("engine") != label) continue;
       line = cov.value("line", "");
       missing = !report_items(cov, "missing").empty();
     }
-    if (status == "run" && (n.failed || n.props_failed || missing)) ev = "FAILED";
-    else if (status == "run" && n.error) ev = "ERROR";
-    if (status != "run") line = e.value("reason", "");
+    if (availability == "ran" && (n.failed || n.props_failed || missing)) ev = "FAILED";
+    else if (availability == "ran" && n.error) ev = "ERROR";
+    if (availability != "ran") line = e.value("reason", "");
     o << "<tr class=\"engine\"><td>" << h(label) << "</td><td class=\"" << ev << "\">" << ev << "</td><td>" << n.passed
       << "</td><td>" << n.failed << "</td><td>" << n.xfail << "</td><td>" << n.skipped << "</td><td>" << n.error << "</td><td>"
       << ratio(n.worst) << "</td><td>" << n.props_failed << " of " << n.props << "</td><td>" << h(line) << "</td></tr>\n";

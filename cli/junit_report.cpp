@@ -30,12 +30,12 @@ void write_junit_report(const json& report, const std::string& path) {
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ringkv check\">\n";
   for (const json& eng : report_items(report, "engines")) {
     const std::string label = eng.at("engine");
-    const std::string status = eng.at("status");
+    const std::string availability = eng.at("availability");
     x << "  <testsuite name=\"" << xml_escape(label) << "\">\n";
-    if (status == "error") {
+    if (availability == "unloadable") {
       x << "    <testcase classname=\"engine\" name=\"" << xml_escape(label) << "\"><error message=\""
         << xml_escape("could not be loaded: " + eng.at("reason").get<std::string>()) << "\"/></testcase>\n";
-    } else if (status == "skipped") {
+    } else if (availability == "skipped") {
       x << "    <testcase classname=\"engine\" name=\"" << xml_escape(label) << "\"><skipped message=\""
         << xml_escape(eng.at("reason").get<std::string>()) << "\"/></testcase>\n";
     }

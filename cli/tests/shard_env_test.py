@@ -26,7 +26,7 @@ os.makedirs(work)
 failures = []
 CONVENTION_VARS = ["GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS", "JOB_COMPLETION_INDEX", "RINGKV_SHARD_COUNT",
                    "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "CI_NODE_INDEX",
-                   "CI_NODE_TOTAL", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT"]
+                   "CI_NODE_TOTAL", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", "GTEST_SHARD_STATUS_FILE"]
 clean = {k: v for k, v in os.environ.items() if k not in CONVENTION_VARS}
 n_run = 0
 
@@ -60,6 +60,9 @@ cases = [
     ({"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "3"}, ["--shard", "1/1"], (1, 1), None),
     ({}, [], (1, 1), None),
 ]
+status_file = os.path.join(work, "shard-status")
+cases.append(({"GTEST_SHARD_INDEX": "1", "GTEST_TOTAL_SHARDS": "2", "GTEST_SHARD_STATUS_FILE": status_file}, [], (2, 2),
+              "GTEST_SHARD_INDEX"))
 for env, args, (index, count), source in cases:
     proc, shard = run(env, *args)
     if shard is None or (shard["index"], shard["count"]) != (index, count):
@@ -67,6 +70,9 @@ for env, args, (index, count), source in cases:
                         f"(exit {proc.returncode})\n{proc.stdout}{proc.stderr}")
     elif source and count > 1 and source not in proc.stderr:
         failures.append(f"{env} {args}: stderr does not say the shard came from {source}:\n{proc.stderr}")
+
+if not os.path.exists(status_file):
+    failures.append("GTEST_SHARD_STATUS_FILE was not touched (Bazel would not run the test sharded)")
 
 bad = [
     ({"GTEST_SHARD_INDEX": "3", "GTEST_TOTAL_SHARDS": "3"}, [], r'GTEST_SHARD_INDEX="3": must be a whole number from 0 to 2 \(0-based'),
