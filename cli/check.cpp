@@ -298,67 +298,54 @@ json shard_header(const CheckOptions& opt, const ShardSpec& shard, const std::ve
   return h;
 }
 
-}  // namespace
+// ---- run_check, stage by stage ----
+// The state of one run: what each stage reads and what it adds, in the order run_check runs them.
+struct CheckRun {
+  explicit CheckRun(const CheckOptions& o) : opt(o), progress(!o.quiet) {}
+  const CheckOptions& opt;
+  bool progress;
+  // inputs: the filters, the expected failures, the golden cases selected, the profiles, the required classes
+  std::regex keep, drop;
+  std::vector<std::regex> xfails;
+  bool properties = false;
+  std::vector<ManifestEntry> selected;
+  std::string set_generator;  // a random set: the command that regenerates it (for reproduce lines)
+  conformance::ProfileSet external_profiles;
+  std::optional<std::regex> required;
+  bool require_default = false;
+  // engines
+  std::vector<EngineUnderTest> engines;
+  std::set<std::string> unloadable;  // plugins that could not be loaded (their `unavailable` says why)
+  // the work: every item with its shard, and this run's shard
+  int jobs = 1;
+  ShardSpec shard;
+  std::vector<WorkItem> work;
+  // results, in work-list order
+  std::vector<CaseResult> results;
+  std::vector<std::pair<std::string, PropertyOutcome>> props;
+  // the verdict
+  std::map<std::string, EngineCoverage> coverage;
+  bool failed = false;
+  int errors = 0;  // unusable golden files and engines that could not be loaded
+  std::vector<std::string> reasons;
+};
 
-int default_jobs() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
-
-std::string list_golden(const std::string& dir, const std::string& capabilities_file, const std::string& level) {
-  if (!level.empty() && level != "core" && level != "feature") {
-    throw InputError("--level \"" + level + "\": must be core or feature");
-  }
-  std::optional<conformance::CapabilitiesFile> caps;
-  if (!capabilities_file.empty()) {
-    try {
-      caps = conformance::read_capabilities_file(capabilities_file);
-    } catch (const std::exception& e) {
-      throw InputError(std::string("--capabilities: ") + e.what());
-    }
-  }
-  std::ostringstream os;
-  int listed = 0, total = 0;
-  for (const ManifestEntry& e : read_manifest(dir)) {
-    if (!level.empty() && e.level != level) continue;
-    ++total;
-    if (caps) {
-      const golden::GoldenCase g = golden::load_manifest_case(dir, e);
-      if (!conformance::capability_gap(caps->capabilities, g.c).empty()) continue;
-    }
-    ++listed;
-    std::string features;
-    for (const std::string& f : e.features) features += (features.empty() ? "" : ",") + f;
-    os << e.name << "  " << e.level << (features.empty() ? "" : "  " + features) << "\n";
-  }
-  if (caps) os << "# " << listed << " of " << total << " cases within the capabilities in " << capabilities_file << "\n";
-  return os.str();
-}
-
-std::string describe_golden(const std::string& dir, const std::string& name_or_path) {
-  std::string path = name_or_path;
-  if (!fs::exists(path)) {
-    for (const ManifestEntry& e : read_manifest(dir)) {
-      if (e.name == name_or_path || e.id == name_or_path) path = e.file;
-    }
-  }
-  if (!fs::exists(path)) throw InputError("golden describe: no case named \"" + name_or_path + "\" in " + dir);
-  const golden::GoldenCase g = golden::read_golden(path);
-  std::ostringstream os;
-  os << "name: " << g.name << "\nclasses:";
-  for (const std::string& c : g.classes) os << " " << c;
-  os << "\n" << g.c.describe();
-  return os.str();
-}
-
-int run_check(const CheckOptions& opt) {
-  if (opt.jobs < 1 || opt.jobs > kMaxJobs) {
-    throw InputError("--jobs " + std::to_string(opt.jobs) + ": must be from 1 to " + std::to_string(kMaxJobs) +
-                     " (parallel workers; default: the number of cores, " + std::to_string(default_jobs()) + " here)");
-  }
-  if (!opt.property_shard.empty()) return run_property_shard(opt);
-  const bool progress = !opt.quiet;
-  const std::regex keep = make_regex(opt.filter.empty() ? ".*" : opt.filter, "--filter");
-  const std::regex drop = make_regex(opt.exclude.empty() ? "$^" : opt.exclude, "--exclude");
-  const std::vector<std::regex> xfails = read_xfail(opt.xfail_file);
-  const bool properties = opt.properties || !opt.replay.empty();
+// Stage 1, inputs: the options checked, the golden cases selected, the profiles, the required classes.
+void read_inputs(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& keep = run.keep;
+  auto& drop = run.drop;
+  auto& xfails = run.xfails;
+  auto& properties = run.properties;
+  auto& selected = run.selected;
+  auto& set_generator = run.set_generator;
+  auto& external_profiles = run.external_profiles;
+  auto& required = run.required;
+  auto& require_default = run.require_default;
+  keep = make_regex(opt.filter.empty() ? ".*" : opt.filter, "--filter");
+  drop = make_regex(opt.exclude.empty() ? "$^" : opt.exclude, "--exclude");
+  xfails = read_xfail(opt.xfail_file);
+  properties = opt.properties || !opt.replay.empty();
   if (opt.no_golden && !properties) throw InputError("--no-golden needs --properties: there would be nothing to check");
   if (!opt.replay.empty()) {
     try {
@@ -368,8 +355,6 @@ int run_check(const CheckOptions& opt) {
     }
   }
   if (!(opt.shrink_time >= 0)) throw InputError("--shrink-time must be >= 0 seconds");
-  std::vector<ManifestEntry> selected;
-  std::string set_generator;  // a random set: the command that regenerates it (for reproduce lines)
   if (!opt.no_golden) {
     for (const ManifestEntry& e : read_manifest(opt.golden_dir)) {
       std::string key = e.name + " " + e.id;
@@ -386,7 +371,6 @@ int run_check(const CheckOptions& opt) {
 
   // --profile: a named profile of profiles/ or a profile file; default f32 everywhere, storage as
   // configured, f64 RoPE. Resolved per case from its classes (conformance/support/profiles.hpp).
-  conformance::ProfileSet external_profiles;
   if (!opt.profile_file.empty()) {
     try {
       external_profiles = conformance::load_profile_set(opt.profile_file);
@@ -397,11 +381,19 @@ int run_check(const CheckOptions& opt) {
   // --require-classes: a regex over class names; without it, runs with --filter/--exclude require
   // nothing, the others the structural classes within each engine's capabilities.
   const bool filtered = !opt.filter.empty() || !opt.exclude.empty();
-  std::optional<std::regex> required;
   if (!opt.require_classes.empty()) required = make_regex(opt.require_classes, "--require-classes");
-  const bool require_default = !required && !filtered;
-  std::vector<EngineUnderTest> engines;
-  std::set<std::string> unloadable;  // plugins that could not be loaded (their `unavailable` says why)
+  require_default = !required && !filtered;
+}
+
+// Stage 2, engines: the engines under test, opened (a plugin that cannot be loaded is an error against it).
+void open_engines(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& progress = run.progress;
+  auto& properties = run.properties;
+  auto& selected = run.selected;
+  auto& external_profiles = run.external_profiles;
+  auto& engines = run.engines;
+  auto& unloadable = run.unloadable;
   if (!opt.outputs_dir.empty()) {
     if (!opt.engines.empty() || properties) throw InputError("--outputs cannot be combined with --engine or --properties");
     EngineUnderTest e{"outputs:" + opt.outputs_dir, {}, true, {}, false, {}, false};
@@ -453,7 +445,54 @@ int run_check(const CheckOptions& opt) {
     }
   }
 #endif
+}
 
+// Stage 3, the work list and this run's shard of it.
+void plan_work(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& progress = run.progress;
+  auto& properties = run.properties;
+  auto& selected = run.selected;
+  auto& engines = run.engines;
+  auto& jobs = run.jobs;
+  auto& shard = run.shard;
+  auto& work = run.work;
+  // ---- the work list, and this run's part of it (--shard I/N, cli/shard.hpp) ----
+  // Every golden case on every engine that runs, then each property of it, with its estimated cost:
+  // the unsharded run does all of it, shard I of N the items assign_shards gives it.
+  jobs = opt.replay.empty() ? opt.jobs : 1;
+  shard = resolve_shard(opt, progress);
+  for (size_t i = 0; i < engines.size(); ++i) {
+    if (!engines[i].unavailable.empty()) continue;
+    for (const ManifestEntry& e : selected) work.push_back({i, &e, e.name, golden_cost(e), 1});
+    if (!properties) continue;
+    const std::vector<std::string> names =
+        opt.replay.empty() ? property_names(property_options(opt, engines[i].label)) : std::vector<std::string>{replay_property(opt.replay)};
+    for (const std::string& name : names) work.push_back({i, nullptr, name, property_cost(opt), 1});
+  }
+  {
+    std::vector<double> costs;
+    for (const WorkItem& w : work) costs.push_back(w.cost);
+    const std::vector<int> parts = assign_shards(costs, shard.count);
+    for (size_t k = 0; k < work.size(); ++k) work[k].shard = parts[k];
+  }
+}
+
+// Stage 4, goldens and properties: this shard's items on --jobs workers; the results in work-list order.
+void run_work(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& progress = run.progress;
+  auto& xfails = run.xfails;
+  auto& selected = run.selected;
+  auto& set_generator = run.set_generator;
+  auto& external_profiles = run.external_profiles;
+  auto& engines = run.engines;
+  auto& jobs = run.jobs;
+  auto& shard = run.shard;
+  auto& work = run.work;
+  auto& results = run.results;
+  auto& props = run.props;
+  auto& failed = run.failed;
   // ---- the golden cases and the properties, on opt.jobs workers (--jobs) ----
   // One golden case on one engine: its result. `factory` is the job's own instance of the engine.
   const auto run_case = [&](const EngineUnderTest& eng, const EngineFactory& factory, const ManifestEntry& e) {
@@ -533,26 +572,6 @@ int run_check(const CheckOptions& opt) {
     }
     return r;
   };
-  // ---- the work list, and this run's part of it (--shard I/N, cli/shard.hpp) ----
-  // Every golden case on every engine that runs, then each property of it, with its estimated cost:
-  // the unsharded run does all of it, shard I of N the items assign_shards gives it.
-  const int jobs = opt.replay.empty() ? opt.jobs : 1;
-  const ShardSpec shard = resolve_shard(opt, progress);
-  std::vector<WorkItem> work;
-  for (size_t i = 0; i < engines.size(); ++i) {
-    if (!engines[i].unavailable.empty()) continue;
-    for (const ManifestEntry& e : selected) work.push_back({i, &e, e.name, golden_cost(e), 1});
-    if (!properties) continue;
-    const std::vector<std::string> names =
-        opt.replay.empty() ? property_names(property_options(opt, engines[i].label)) : std::vector<std::string>{replay_property(opt.replay)};
-    for (const std::string& name : names) work.push_back({i, nullptr, name, property_cost(opt), 1});
-  }
-  {
-    std::vector<double> costs;
-    for (const WorkItem& w : work) costs.push_back(w.cost);
-    const std::vector<int> parts = assign_shards(costs, shard.count);
-    for (size_t k = 0; k < work.size(); ++k) work[k].shard = parts[k];
-  }
   // The jobs: this run's golden cases and properties. With one job all of them in this process, with
   // more each property in a process of its own (run_property_process). Results are kept by job, so
   // the report's order, and the report, are the same for any number of jobs.
@@ -581,7 +600,7 @@ int run_check(const CheckOptions& opt) {
   }
   order.insert(order.begin(), property_order.begin(), property_order.end());
 
-  std::vector<CaseResult> results(golden_jobs.size());
+  results.assign(golden_jobs.size(), CaseResult{});
   std::vector<std::vector<PropertyOutcome>> outcomes(property_jobs.size());
   std::vector<std::map<size_t, EngineFactory>> own_engines(static_cast<size_t>(jobs));  // per worker: its plugins
   std::vector<std::atomic<size_t>> started(engines.size());  // golden cases started, per engine (progress)
@@ -626,21 +645,31 @@ int run_check(const CheckOptions& opt) {
     results[i] = run_case(eng, *factory, e);
   });
 
-  bool failed = false;
-  std::vector<std::string> reasons;
   for (const CaseResult& r : results) {
     if (r.status == CaseResult::Status::failed || r.status == CaseResult::Status::xpass) failed = true;
   }
-  std::vector<std::pair<std::string, PropertyOutcome>> props;
   for (size_t i = 0; i < property_jobs.size(); ++i) {
     for (const PropertyOutcome& p : outcomes[i]) {
       if (!p.passed) failed = true;
       props.emplace_back(engines[property_jobs[i].engine].label, p);
     }
   }
+}
 
+// Stage 5, coverage: on which classes each engine was judged, and the reasons the run fails beyond its cases.
+void judge_coverage(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& required = run.required;
+  auto& require_default = run.require_default;
+  auto& engines = run.engines;
+  auto& unloadable = run.unloadable;
+  auto& shard = run.shard;
+  auto& results = run.results;
+  auto& coverage = run.coverage;
+  auto& failed = run.failed;
+  auto& errors = run.errors;
+  auto& reasons = run.reasons;
   // ---- coverage: on which classes each engine was judged (golden/coverage.hpp) ----
-  std::map<std::string, EngineCoverage> coverage;
   for (const EngineUnderTest& eng : engines) {
     if (!eng.unavailable.empty() || opt.no_golden) continue;  // an engine that did not run is not judged at all
     std::vector<golden::CaseCoverageInput> cases;
@@ -659,7 +688,26 @@ int run_check(const CheckOptions& opt) {
     }
     coverage.emplace(eng.label, std::move(c));
   }
+  // Unusable input: golden files that could not be used, engines that could not be loaded.
+  for (const CaseResult& r : results) errors += r.status == CaseResult::Status::error ? 1 : 0;
+  errors += static_cast<int>(unloadable.size());
+}
 
+// Stage 6, the report on stdout.
+void print_text_report(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& properties = run.properties;
+  auto& selected = run.selected;
+  auto& engines = run.engines;
+  auto& unloadable = run.unloadable;
+  auto& shard = run.shard;
+  auto& work = run.work;
+  auto& results = run.results;
+  auto& props = run.props;
+  auto& coverage = run.coverage;
+  auto& failed = run.failed;
+  auto& errors = run.errors;
+  auto& reasons = run.reasons;
   // ---- the report on stdout ----
   // What matters first: each failure with its reproduce line (golden cases, then properties), then
   // unusable inputs and warnings, then one verdict per engine (its cases, its coverage, RoPE notes), the
@@ -763,14 +811,11 @@ int run_check(const CheckOptions& opt) {
   }
   // Unusable golden files: an error of the input, never a verdict on the engine (exit code 2 when
   // nothing failed).
-  int errors = 0;
   for (const CaseResult& r : results) {
     if (r.status != CaseResult::Status::error) continue;
-    ++errors;
     std::printf("\nERROR %s (engine %s not judged on it)\n  %s\n", r.name.c_str(), r.engine.c_str(), r.detail.c_str());
   }
   for (const std::string& label : unloadable) {
-    ++errors;
     std::printf("\nERROR: engine %s could not be loaded (not judged)\n", label.c_str());
   }
   int warned = 0;
@@ -908,7 +953,23 @@ int run_check(const CheckOptions& opt) {
     }
   }
   std::printf("\n");
+}
 
+// Stage 7, the report as data: the JSON document, and the JUnit and HTML pages written from it.
+void write_reports(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& selected = run.selected;
+  auto& require_default = run.require_default;
+  auto& engines = run.engines;
+  auto& unloadable = run.unloadable;
+  auto& shard = run.shard;
+  auto& work = run.work;
+  auto& results = run.results;
+  auto& props = run.props;
+  auto& coverage = run.coverage;
+  auto& failed = run.failed;
+  auto& errors = run.errors;
+  auto& reasons = run.reasons;
   // ---- the report as data: the JSON report, which the JUnit and HTML writers read too ----
   {
     json j;
@@ -980,7 +1041,73 @@ int run_check(const CheckOptions& opt) {
     if (!opt.junit_file.empty()) write_junit_report(j, opt.junit_file);
     if (!opt.html_file.empty()) write_html_report(j, opt.html_file);
   }
-  return failed ? 1 : errors ? 2 : 0;
+}
+
+}  // namespace
+
+int default_jobs() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+std::string list_golden(const std::string& dir, const std::string& capabilities_file, const std::string& level) {
+  if (!level.empty() && level != "core" && level != "feature") {
+    throw InputError("--level \"" + level + "\": must be core or feature");
+  }
+  std::optional<conformance::CapabilitiesFile> caps;
+  if (!capabilities_file.empty()) {
+    try {
+      caps = conformance::read_capabilities_file(capabilities_file);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--capabilities: ") + e.what());
+    }
+  }
+  std::ostringstream os;
+  int listed = 0, total = 0;
+  for (const ManifestEntry& e : read_manifest(dir)) {
+    if (!level.empty() && e.level != level) continue;
+    ++total;
+    if (caps) {
+      const golden::GoldenCase g = golden::load_manifest_case(dir, e);
+      if (!conformance::capability_gap(caps->capabilities, g.c).empty()) continue;
+    }
+    ++listed;
+    std::string features;
+    for (const std::string& f : e.features) features += (features.empty() ? "" : ",") + f;
+    os << e.name << "  " << e.level << (features.empty() ? "" : "  " + features) << "\n";
+  }
+  if (caps) os << "# " << listed << " of " << total << " cases within the capabilities in " << capabilities_file << "\n";
+  return os.str();
+}
+
+std::string describe_golden(const std::string& dir, const std::string& name_or_path) {
+  std::string path = name_or_path;
+  if (!fs::exists(path)) {
+    for (const ManifestEntry& e : read_manifest(dir)) {
+      if (e.name == name_or_path || e.id == name_or_path) path = e.file;
+    }
+  }
+  if (!fs::exists(path)) throw InputError("golden describe: no case named \"" + name_or_path + "\" in " + dir);
+  const golden::GoldenCase g = golden::read_golden(path);
+  std::ostringstream os;
+  os << "name: " << g.name << "\nclasses:";
+  for (const std::string& c : g.classes) os << " " << c;
+  os << "\n" << g.c.describe();
+  return os.str();
+}
+
+int run_check(const CheckOptions& opt) {
+  if (opt.jobs < 1 || opt.jobs > kMaxJobs) {
+    throw InputError("--jobs " + std::to_string(opt.jobs) + ": must be from 1 to " + std::to_string(kMaxJobs) +
+                     " (parallel workers; default: the number of cores, " + std::to_string(default_jobs()) + " here)");
+  }
+  if (!opt.property_shard.empty()) return run_property_shard(opt);
+  CheckRun run(opt);
+  read_inputs(run);
+  open_engines(run);
+  plan_work(run);
+  run_work(run);
+  judge_coverage(run);
+  print_text_report(run);
+  write_reports(run);
+  return run.failed ? 1 : run.errors ? 2 : 0;
 }
 
 }  // namespace ringkv::cli
