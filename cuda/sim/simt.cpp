@@ -32,7 +32,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -96,6 +95,28 @@ ringkv_sim_trampoline:
 )");
 #endif
 
+/// splitmix64: the order of blocks and threads (cheap; statistical quality is not the point).
+struct Rng {
+  using result_type = uint64_t;
+  uint64_t state = 0;
+  void seed(uint64_t s) { state = s; }
+  static constexpr uint64_t min() { return 0; }
+  static constexpr uint64_t max() { return UINT64_MAX; }
+  uint64_t operator()() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint32_t below(uint32_t n) { return static_cast<uint32_t>(((*this)() >> 32) * n >> 32); }
+};
+
+/// Fisher-Yates with the Rng (std::shuffle's distribution costs more than the kernels' work).
+template <class T>
+void shuffle_with(std::vector<T>& v, Rng& rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(static_cast<uint32_t>(i))]);
+}
+
 enum class State { runnable, barrier, warp_op, exited };
 enum class WarpOp { shuffle, syncwarp };
 
@@ -151,7 +172,7 @@ struct Exec {
 #endif
   bool failed = false;
   std::string failure;
-  std::mt19937_64 rng;
+  Rng rng;
   // shared memory
   uintptr_t static_lo = 0, static_hi = 0;
   uintptr_t dyn_lo = 0;
@@ -276,6 +297,7 @@ Arena& arena() {
   return a;
 }
 constexpr size_t kArenaBytes = size_t{32} << 30;
+std::atomic<uintptr_t> g_arena_lo{0};  // the arena's extent, set once (the hooks read it without a lock)
 constexpr size_t kArenaGap = 256;  // bytes between two buffers: an overrun lands in no buffer
 
 struct Cache {
@@ -397,8 +419,8 @@ inline void access(void* p, size_t n, bool write, bool may_be_unaligned, const v
   const auto a = reinterpret_cast<uintptr_t>(p);
   const bool in_static = a >= ex->static_lo && a < ex->static_hi;
   const bool in_dyn = a >= ex->dyn_lo && a < ex->dyn_lo + kDynReserve;
-  Arena& ar = arena();
-  const bool in_global = a >= reinterpret_cast<uintptr_t>(ar.base) && a < reinterpret_cast<uintptr_t>(ar.base) + ar.reserved;
+  const uintptr_t lo = g_arena_lo.load(std::memory_order_relaxed);
+  const bool in_global = lo != 0 && a >= lo && a < lo + kArenaBytes;
   if (!in_static && !in_dyn && !in_global) return;  // a fiber's stack, the launch's parameters, host tables
   if (!may_be_unaligned && n > 1 && a % n != 0) {
     fail_in_fiber(*ex, "misaligned " + std::to_string(n) + "-byte " + (write ? "store" : "load") + " (address % " +
@@ -657,7 +679,7 @@ void run_block(Exec& ex) {
       continue;
     }
     // every runnable fiber once, in an order drawn from the seed
-    std::shuffle(runnable.begin(), runnable.end(), ex.rng);
+    shuffle_with(runnable, ex.rng);
     for (int t : runnable) {
       resume(ex, t);
       if (ex.failed) return;
@@ -771,6 +793,10 @@ cudaError_t run_launch(const LaunchSpec& spec, void (*body)(void*), void* closur
     }
   }
   if (tl_exec != nullptr) throw Error(name + ": a launch inside a launch");
+  // Static __shared__ variables exist once per process: launches from several threads (the CLI's
+  // --jobs workers) run one at a time.
+  static std::mutex launch_mutex;
+  std::lock_guard<std::mutex> one_at_a_time(launch_mutex);
   if (tl_dyn == nullptr) {
     void* m = mmap(nullptr, kDynReserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw Error("cuda-sim: cannot map the dynamic shared region");
@@ -788,10 +814,10 @@ cudaError_t run_launch(const LaunchSpec& spec, void (*body)(void*), void* closur
   ex.dyn_bytes = spec.smem;
   ex.shadow.assign((ex.static_hi - ex.static_lo + 3) / 4 + (spec.smem + 3) / 4, Word{});
   // garbage in shared memory at the start of every block, as on a device
-  std::memset(tl_dyn, 0xcd, kDynReserve);
+  std::memset(tl_dyn, 0xcd, std::min(kDynReserve, spec.smem + 256));
   std::vector<unsigned> order(spec.grid);
   for (unsigned b = 0; b < spec.grid; ++b) order[b] = b;
-  std::shuffle(order.begin(), order.end(), ex.rng);
+  shuffle_with(order, ex.rng);
   tl_exec = &ex;
   for (unsigned b : order) {
     ex.block_index = b;
@@ -838,6 +864,7 @@ void* arena_allocate(size_t bytes) {
     if (m == MAP_FAILED) throw Error("cuda-sim: cannot reserve the device memory arena");
     ar.base = static_cast<char*>(m);
     ar.reserved = kArenaBytes;
+    g_arena_lo.store(reinterpret_cast<uintptr_t>(m));
     ar.used = kArenaGap;
   }
   const size_t need = std::max<size_t>(bytes, 1);
