@@ -44,11 +44,37 @@ Capabilities core_capabilities() {
 }
 Capabilities EngineCore::capabilities() { return core_capabilities(); }
 
+/// One rule for every backend of the core (cuda, cuda-plan, cuda-sim): the launches' 1-D grids and
+/// the GEMMs' int dimensions must hold the largest launch the config can ask for, or the config is
+/// refused here; a GPU would refuse the launch (cudaErrorInvalidConfiguration) where the plan would
+/// run it. Largest per layer: gather (C + n)·Hkv blocks and C + n keys in the GEMMs (n ≤ 256, the
+/// prefill's sub-chunk), poison B·C·Hkv blocks.
+namespace {
+void check_grid_limits(const Config& c) {
+  constexpr int64_t kGridMax = 2147483647;  // 2^31 − 1 blocks in x
+  const int64_t chunk = std::min<int64_t>(c.max_tokens, 256);
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const int64_t C = ring_capacity(c.layers[l], c.max_tokens);
+    const std::string where = "layers[" + std::to_string(l) + "] (ring capacity C = " + std::to_string(C) +
+                              ", num_kv_heads = " + std::to_string(c.num_kv_heads) + ", batch = " + std::to_string(c.batch) + ")";
+    if ((C + chunk) * c.num_kv_heads > kGridMax) {
+      throw ConfigError(where + ": the CUDA engine's gather launch needs (C + " + std::to_string(chunk) + ") x num_kv_heads = " +
+                        std::to_string((C + chunk) * c.num_kv_heads) + " blocks, above the grid limit 2^31 - 1");
+    }
+    if (int64_t{c.batch} * C > kGridMax / c.num_kv_heads) {
+      throw ConfigError(where + ": the CUDA engine's poison launch needs batch x C x num_kv_heads = " +
+                        std::to_string(int64_t{c.batch} * C * c.num_kv_heads) + " blocks, above the grid limit 2^31 - 1");
+    }
+  }
+}
+}  // namespace
+
 EngineCore::EngineCore(Config config, std::unique_ptr<Backend> backend, CoreOptions options)
     : config_(std::move(config)), backend_(std::move(backend)), options_(std::move(options)) {
   validate(config_);
   const int B = config_.batch, Hq = config_.num_q_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
   const auto L = static_cast<int>(config_.layers.size());
+  check_grid_limits(config_);
   group_ = Hq / Hkv;
   kf_ = format_desc(config_.k_format, D);
   vf_ = format_desc(config_.v_format, D);

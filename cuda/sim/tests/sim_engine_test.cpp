@@ -122,6 +122,42 @@ RINGKV_SIM_PROPERTY(Poisoning)
 RINGKV_SIM_PROPERTY(LayerIndependence)
 RINGKV_SIM_PROPERTY(Rollback)
 
+// ---- one rule for what the engine core accepts, on every backend (issue 27 item 5) ----
+
+/// What creating the engine throws, or "" when it does not.
+std::string creation_error(const EngineFactory& f, const Config& c) {
+  try {
+    f.create(c);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GridLimits, ConfigsWhoseLaunchesExceedTheGridAreRefusedOnEveryBackend) {
+  // gather: (C + 256)·Hkv > 2^31 − 1 with C = 2^30 + 16, Hkv = 2
+  Config gather;
+  gather.layers = {LayerConfig{}};
+  gather.layers[0].window = (int64_t{1} << 30) + 16;
+  gather.max_tokens = gather.layers[0].window;
+  gather.num_q_heads = gather.num_kv_heads = 2;
+  gather.head_dim = 4;
+  // poison: B·C·Hkv > 2^31 − 1 with B = 3, C = 2^30 − 16, Hkv = 1 (gather's (C + 256)·1 fits)
+  Config poison = gather;
+  poison.num_q_heads = poison.num_kv_heads = 1;
+  poison.batch = 3;
+  poison.layers[0].window = poison.max_tokens = (int64_t{1} << 30) - 16;
+  const EngineFactory plan = cuda::plan_engine_factory(), sim = cuda::sim_engine_factory(132);
+  for (const EngineFactory* f : {&plan, &sim}) {
+    const std::string g = creation_error(*f, gather), p = creation_error(*f, poison);
+    EXPECT_NE(g.find("gather launch needs (C + 256) x num_kv_heads = 2147484192 blocks, above the grid limit"),
+              std::string::npos)
+        << f->name << ": " << g;
+    EXPECT_NE(p.find("poison launch needs batch x C x num_kv_heads = 3221225424 blocks"), std::string::npos)
+        << f->name << ": " << p;
+  }
+}
+
 TEST(CudaSimEngine, EveryPropertyIsInstantiated) { EXPECT_EQ(all_properties().size(), 13u); }
 
 }  // namespace
