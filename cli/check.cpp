@@ -1,4 +1,5 @@
 #include "check.hpp"
+#include "check_run.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -97,46 +98,6 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-struct CaseResult {
-  std::string engine, name, id;
-  std::vector<std::string> classes;
-  /// error: the case's golden file is unusable (corrupt, unreadable): no verdict on the engine.
-  enum class Status { passed, failed, skipped, xfail, xpass, error } status = Status::passed;
-  double worst_ratio = 0;
-  int64_t outputs = 0;
-  std::string detail;  // failure or skip reason
-  std::string reproduce;
-  std::string profile, profile_source;       // the profile the outputs were judged under (JSON), and whence
-  std::optional<golden::RopeVerdict> rope;   // RoPE checked apart from attention, where there is a verdict
-  std::vector<std::string> warnings;         // not a failure: a plugin's worker grew beyond its cache (a leak?)
-};
-
-const char* status_name(CaseResult::Status s) {
-  switch (s) {
-    case CaseResult::Status::passed: return "passed";
-    case CaseResult::Status::failed: return "failed";
-    case CaseResult::Status::skipped: return "skipped";
-    case CaseResult::Status::xfail: return "xfail";
-    case CaseResult::Status::xpass: return "xpass";
-    case CaseResult::Status::error: return "error";
-  }
-  return "?";
-}
-
-struct EngineUnderTest {
-  std::string label;  // as given on the command line
-  EngineFactory factory;  // its capabilities are the engine's declaration (file exchange: the capabilities file's)
-  bool external_outputs = false;
-  std::string unavailable;  // non-empty: a built-in engine this machine cannot run (listed as skipped)
-  bool qk_rotated_by_ringkv = false;  // a plugin with wants_rotated_qk: ringkv rotates q and k for it
-  std::string capabilities_source;    // file exchange: the capabilities file ("" without one)
-  bool per_job = false;  // a plugin: each job opens its own (its own worker process; one Plugin serves one call at a time)
-  std::vector<std::string> declaration_warnings = {};  // found at load (plugin_declaration.hpp), with the verdict
-#ifdef RINGKV_HAVE_ABI
-  std::shared_ptr<abi::Plugin> plugin = nullptr;  // a plugin: the one opened for the report
-#endif
-};
-
 // The CUDA engines share the one device: their cases and properties run one at a time (--jobs).
 bool shares_device(const EngineUnderTest& eng) { return eng.label == "cuda" || eng.label == "cuda-cublas"; }
 
@@ -222,16 +183,6 @@ int run_property_shard(const CheckOptions& opt) {
   return std::fflush(stdout) == 0 ? 0 : 2;
 }
 
-// One item of the work list: a golden case (entry) or a property (name) on an engine, its estimated
-// cost in seconds, and the shard (1 .. N) that runs it.
-struct WorkItem {
-  size_t engine;
-  const ManifestEntry* entry;  // nullptr: a property
-  std::string name;
-  double cost;
-  int shard;
-};
-
 // Estimated costs, for balancing shards: a golden case grows with its file (~0.01 s per MB on the
 // reference), a property with its cases (~0.01 s per case).
 double golden_cost(const ManifestEntry& e) { return static_cast<double>(e.bytes) * 1e-8; }
@@ -298,38 +249,6 @@ json shard_header(const CheckOptions& opt, const ShardSpec& shard, const std::ve
   return h;
 }
 
-// ---- run_check, stage by stage ----
-// The state of one run: what each stage reads and what it adds, in the order run_check runs them.
-struct CheckRun {
-  explicit CheckRun(const CheckOptions& o) : opt(o), progress(!o.quiet) {}
-  const CheckOptions& opt;
-  bool progress;
-  // inputs: the filters, the expected failures, the golden cases selected, the profiles, the required classes
-  std::regex keep, drop;
-  std::vector<std::regex> xfails;
-  bool properties = false;
-  std::vector<ManifestEntry> selected;
-  std::string set_generator;  // a random set: the command that regenerates it (for reproduce lines)
-  conformance::ProfileSet external_profiles;
-  std::optional<std::regex> required;
-  bool require_default = false;
-  // engines
-  std::vector<EngineUnderTest> engines;
-  std::set<std::string> unloadable;  // plugins that could not be loaded (their `unavailable` says why)
-  // the work: every item with its shard, and this run's shard
-  int jobs = 1;
-  ShardSpec shard;
-  std::vector<WorkItem> work;
-  // results, in work-list order
-  std::vector<CaseResult> results;
-  std::vector<std::pair<std::string, PropertyOutcome>> props;
-  // the verdict
-  std::map<std::string, EngineCoverage> coverage;
-  bool failed = false;
-  int errors = 0;  // unusable golden files and engines that could not be loaded
-  std::vector<std::string> reasons;
-};
-
 // Stage 1, inputs: the options checked, the golden cases selected, the profiles, the required classes.
 void read_inputs(CheckRun& run) {
   const CheckOptions& opt = run.opt;
@@ -362,6 +281,7 @@ void read_inputs(CheckRun& run) {
       if (std::regex_search(key, keep) && !std::regex_search(key, drop)) selected.push_back(e);
     }
     if (selected.empty()) throw InputError("no golden case matches --filter/--exclude in " + opt.golden_dir);
+    run.golden_cases = selected.size();
     try {
       set_generator = golden::golden_set_generator(opt.golden_dir);
     } catch (const std::exception& e) {
@@ -693,11 +613,100 @@ void judge_coverage(CheckRun& run) {
   errors += static_cast<int>(unloadable.size());
 }
 
+// Stage 7, the report as data: the JSON document, and the JUnit and HTML pages written from it.
+void write_reports(CheckRun& run) {
+  const CheckOptions& opt = run.opt;
+  auto& selected = run.selected;
+  auto& require_default = run.require_default;
+  auto& engines = run.engines;
+  auto& unloadable = run.unloadable;
+  auto& shard = run.shard;
+  auto& work = run.work;
+  auto& results = run.results;
+  auto& props = run.props;
+  auto& coverage = run.coverage;
+  auto& failed = run.failed;
+  auto& errors = run.errors;
+  auto& reasons = run.reasons;
+  // ---- the report as data: the JSON report, which the JUnit and HTML writers read too ----
+  {
+    json j;
+    j["passed"] = !failed && errors == 0;
+    j["errors"] = errors;
+    j["reasons"] = reasons;
+    for (const EngineUnderTest& eng : engines) {
+      if (unloadable.count(eng.label)) {
+        j["engine_errors"].push_back({{"engine", eng.label}, {"error", eng.unavailable}});
+      } else if (!eng.unavailable.empty()) {
+        j["skipped_engines"].push_back({{"engine", eng.label}, {"reason", eng.unavailable}});
+      }
+      for (const std::string& w : eng.declaration_warnings) j["engine_warnings"].push_back({{"engine", eng.label}, {"warning", w}});
+    }
+    for (const CaseResult& r : results) {
+      json jc = {{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
+                 {"status", status_name(r.status)}, {"worst_ratio", r.worst_ratio},
+                 {"outputs_checked", r.outputs}, {"detail", r.detail}, {"reproduce", r.reproduce}};
+      jc["warnings"] = r.warnings;
+      if (!r.profile.empty()) {
+        jc["profile"] = json::parse(r.profile);
+        jc["profile_source"] = r.profile_source;
+      }
+      if (r.rope) {
+        const golden::RopeVerdict& v = *r.rope;
+        jc["rope"] = {{"verdict", golden::to_string(v.kind)}, {"line", v.line}};
+        if (v.worst_row >= 0) {
+          jc["rope"]["worst_angle_error"] = v.worst_angle_error;
+          jc["rope"]["worst"] = {{"tensor", v.worst_tensor}, {"layer", v.worst_layer}, {"row", v.worst_row},
+                                 {"position", v.worst_position}, {"head", v.worst_head}, {"dim", v.worst_dim}};
+          jc["rope"]["tight_checked"] = v.tight_checked;
+          jc["rope"]["tight_failed"] = v.tight_failed;
+        }
+        if (v.rope_dominated > 0) {
+          jc["rope"]["rope_dominated"] = v.rope_dominated;
+          jc["rope"]["rope_dominated_from_position"] = v.rope_dominated_from;
+        }
+      }
+      j["cases"].push_back(jc);
+    }
+    for (const auto& [label, cov] : coverage) j["coverage"].push_back(coverage_to_json(label, cov));
+    for (const auto& [eng, p] : props) {
+      json jp = {{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"skipped", p.skipped}, {"report", p.report}};
+      jp["warnings"] = p.warnings;
+      if (!p.passed && p.error.empty()) {
+        const auto fc = [](const FailingCase& c) {
+          return json{{"id", c.id}, {"shape", c.shape}, {"tokens", c.tokens}, {"steps", c.steps},
+                      {"first_failing_step", c.step}, {"reason", c.reason}, {"replay", c.replay}};
+        };
+        jp["seed"] = opt.seed;
+        jp["failing_case"] = p.failing_case;
+        jp["first_case"] = fc(p.first);
+        jp["shrunk_case"] = fc(p.shrunk);
+        jp["shrink"] = {{"attempted", p.shrink_attempted}, {"fully_shrunk", p.fully_shrunk},
+                        {"steps", p.shrink_steps}, {"tried", p.shrink_tries},
+                        {"seconds_to_first", p.seconds_to_first}, {"seconds_shrinking", p.seconds_shrinking}};
+      }
+      j["properties"].push_back(jp);
+    }
+    for (const EngineUnderTest& eng : engines) {  // every engine, in order, and whether it ran
+      // "availability", not "status": scripts read a report's statuses by pattern (cases' and classes').
+      const std::string availability = unloadable.count(eng.label) ? "unloadable" : !eng.unavailable.empty() ? "skipped" : "ran";
+      j["engines"].push_back({{"engine", eng.label}, {"availability", availability}, {"reason", eng.unavailable},
+                              {"external_outputs", eng.external_outputs}, {"capabilities_source", eng.capabilities_source},
+                              {"golden_cases", opt.no_golden ? size_t{0} : selected.size()}});
+    }
+    j["shard"] = shard_header(opt, shard, engines, work, require_default);
+    if (!opt.json_file.empty()) std::ofstream(opt.json_file) << j.dump(2) << "\n";
+    if (!opt.junit_file.empty()) write_junit_report(j, opt.junit_file);
+    if (!opt.html_file.empty()) write_html_report(j, opt.html_file);
+  }
+}
+
+}  // namespace
+
 // Stage 6, the report on stdout.
-void print_text_report(CheckRun& run) {
+void print_text_report(const CheckRun& run) {
   const CheckOptions& opt = run.opt;
   auto& properties = run.properties;
-  auto& selected = run.selected;
   auto& engines = run.engines;
   auto& unloadable = run.unloadable;
   auto& shard = run.shard;
@@ -743,7 +752,7 @@ void print_text_report(CheckRun& run) {
           if (r.status != CaseResult::Status::skipped && r.status != CaseResult::Status::error) row.worst = std::max(row.worst, r.worst_ratio);
         }
       }
-      std::printf("ringkv check: engine %s, %zu golden cases from %s\n", eng.label.c_str(), selected.size(),
+      std::printf("ringkv check: engine %s, %zu golden cases from %s\n", eng.label.c_str(), run.golden_cases,
                   opt.golden_dir.c_str());
       if (!eng.capabilities_source.empty()) std::printf("capabilities: %s\n", eng.capabilities_source.c_str());
       std::printf("%-20s %-8s %7s %7s %6s %8s %6s %12s  %s\n", "boundary class", "level", "passed", "failed", "xfail",
@@ -873,7 +882,7 @@ void print_text_report(CheckRun& run) {
                                                                   : "PASSED";
     std::printf("engine %s: %s", eng.label.c_str(), verdict);  // "engine reference: PASSED, 80 golden cases from ...: "
     if (!opt.no_golden) {
-      std::printf(", %zu golden cases from %s: %d passed, %d failed, %d xfail, %d skipped", selected.size(), opt.golden_dir.c_str(),
+      std::printf(", %zu golden cases from %s: %d passed, %d failed, %d xfail, %d skipped", run.golden_cases, opt.golden_dir.c_str(),
                   count(CaseResult::Status::passed), case_failures, count(CaseResult::Status::xfail),
                   count(CaseResult::Status::skipped));
       if (count(CaseResult::Status::error)) std::printf(", %d unusable", count(CaseResult::Status::error));
@@ -954,96 +963,6 @@ void print_text_report(CheckRun& run) {
   }
   std::printf("\n");
 }
-
-// Stage 7, the report as data: the JSON document, and the JUnit and HTML pages written from it.
-void write_reports(CheckRun& run) {
-  const CheckOptions& opt = run.opt;
-  auto& selected = run.selected;
-  auto& require_default = run.require_default;
-  auto& engines = run.engines;
-  auto& unloadable = run.unloadable;
-  auto& shard = run.shard;
-  auto& work = run.work;
-  auto& results = run.results;
-  auto& props = run.props;
-  auto& coverage = run.coverage;
-  auto& failed = run.failed;
-  auto& errors = run.errors;
-  auto& reasons = run.reasons;
-  // ---- the report as data: the JSON report, which the JUnit and HTML writers read too ----
-  {
-    json j;
-    j["passed"] = !failed && errors == 0;
-    j["errors"] = errors;
-    j["reasons"] = reasons;
-    for (const EngineUnderTest& eng : engines) {
-      if (unloadable.count(eng.label)) {
-        j["engine_errors"].push_back({{"engine", eng.label}, {"error", eng.unavailable}});
-      } else if (!eng.unavailable.empty()) {
-        j["skipped_engines"].push_back({{"engine", eng.label}, {"reason", eng.unavailable}});
-      }
-      for (const std::string& w : eng.declaration_warnings) j["engine_warnings"].push_back({{"engine", eng.label}, {"warning", w}});
-    }
-    for (const CaseResult& r : results) {
-      json jc = {{"engine", r.engine}, {"name", r.name}, {"id", r.id}, {"classes", r.classes},
-                 {"status", status_name(r.status)}, {"worst_ratio", r.worst_ratio},
-                 {"outputs_checked", r.outputs}, {"detail", r.detail}, {"reproduce", r.reproduce}};
-      jc["warnings"] = r.warnings;
-      if (!r.profile.empty()) {
-        jc["profile"] = json::parse(r.profile);
-        jc["profile_source"] = r.profile_source;
-      }
-      if (r.rope) {
-        const golden::RopeVerdict& v = *r.rope;
-        jc["rope"] = {{"verdict", golden::to_string(v.kind)}, {"line", v.line}};
-        if (v.worst_row >= 0) {
-          jc["rope"]["worst_angle_error"] = v.worst_angle_error;
-          jc["rope"]["worst"] = {{"tensor", v.worst_tensor}, {"layer", v.worst_layer}, {"row", v.worst_row},
-                                 {"position", v.worst_position}, {"head", v.worst_head}, {"dim", v.worst_dim}};
-          jc["rope"]["tight_checked"] = v.tight_checked;
-          jc["rope"]["tight_failed"] = v.tight_failed;
-        }
-        if (v.rope_dominated > 0) {
-          jc["rope"]["rope_dominated"] = v.rope_dominated;
-          jc["rope"]["rope_dominated_from_position"] = v.rope_dominated_from;
-        }
-      }
-      j["cases"].push_back(jc);
-    }
-    for (const auto& [label, cov] : coverage) j["coverage"].push_back(coverage_to_json(label, cov));
-    for (const auto& [eng, p] : props) {
-      json jp = {{"engine", eng}, {"name", p.name}, {"passed", p.passed}, {"skipped", p.skipped}, {"report", p.report}};
-      jp["warnings"] = p.warnings;
-      if (!p.passed && p.error.empty()) {
-        const auto fc = [](const FailingCase& c) {
-          return json{{"id", c.id}, {"shape", c.shape}, {"tokens", c.tokens}, {"steps", c.steps},
-                      {"first_failing_step", c.step}, {"reason", c.reason}, {"replay", c.replay}};
-        };
-        jp["seed"] = opt.seed;
-        jp["failing_case"] = p.failing_case;
-        jp["first_case"] = fc(p.first);
-        jp["shrunk_case"] = fc(p.shrunk);
-        jp["shrink"] = {{"attempted", p.shrink_attempted}, {"fully_shrunk", p.fully_shrunk},
-                        {"steps", p.shrink_steps}, {"tried", p.shrink_tries},
-                        {"seconds_to_first", p.seconds_to_first}, {"seconds_shrinking", p.seconds_shrinking}};
-      }
-      j["properties"].push_back(jp);
-    }
-    for (const EngineUnderTest& eng : engines) {  // every engine, in order, and whether it ran
-      // "availability", not "status": scripts read a report's statuses by pattern (cases' and classes').
-      const std::string availability = unloadable.count(eng.label) ? "unloadable" : !eng.unavailable.empty() ? "skipped" : "ran";
-      j["engines"].push_back({{"engine", eng.label}, {"availability", availability}, {"reason", eng.unavailable},
-                              {"external_outputs", eng.external_outputs}, {"capabilities_source", eng.capabilities_source},
-                              {"golden_cases", opt.no_golden ? size_t{0} : selected.size()}});
-    }
-    j["shard"] = shard_header(opt, shard, engines, work, require_default);
-    if (!opt.json_file.empty()) std::ofstream(opt.json_file) << j.dump(2) << "\n";
-    if (!opt.junit_file.empty()) write_junit_report(j, opt.junit_file);
-    if (!opt.html_file.empty()) write_html_report(j, opt.html_file);
-  }
-}
-
-}  // namespace
 
 int default_jobs() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "check.hpp"
+#include "check_run.hpp"
 #include "report_json.hpp"
 #include "coverage_verdict.hpp"
 #include "html_report.hpp"
@@ -208,44 +209,15 @@ int run_report_merge(const MergeOptions& opt) {
   } catch (const std::exception& e) {
     throw InputError(std::string("report merge: a shard report is malformed: ") + e.what());
   }
-  // The summary: failures with their reproduce lines, the reasons, one line per engine, the verdict.
+  // The text report of the unsharded run, from the merged report; where it came from on stderr.
   const json& header = merged.at("shard");
-  std::printf("ringkv report merge: %zu shard(s), %zu work items, fingerprint %s\n", shards.size(), report_items(header, "work").size(),
-              header.at("fingerprint").get<std::string>().c_str());
-  int n_fail = 0, passed = 0, skipped = 0, xfail = 0;
-  for (const json& c : report_items(merged, "cases")) {
-    const std::string st = c.at("status");
-    passed += st == "passed";
-    skipped += st == "skipped";
-    xfail += st == "xfail";
-    if (st != "failed" && st != "xpass") continue;
-    ++n_fail;
-    std::printf("\nFAILED %s [%s] on engine %s\n  case: %s\n  %s\n  reproduce: %s\n", c.at("name").get<std::string>().c_str(),
-                st.c_str(), c.at("engine").get<std::string>().c_str(), c.at("id").get<std::string>().c_str(),
-                c.at("detail").get<std::string>().c_str(), c.at("reproduce").get<std::string>().c_str());
-  }
-  int n_prop_fail = 0;
-  for (const json& p : report_items(merged, "properties")) {
-    if (p.at("passed").get<bool>()) continue;
-    ++n_prop_fail;
-    std::printf("\nproperty %s FAILED on engine %s\n%s", p.at("name").get<std::string>().c_str(),
-                p.at("engine").get<std::string>().c_str(), p.at("report").get<std::string>().c_str());
-  }
-  for (const json& c : report_items(merged, "cases")) {
-    if (c.at("status") == "error") {
-      std::printf("\nERROR %s (engine %s not judged on it)\n  %s\n", c.at("name").get<std::string>().c_str(),
-                  c.at("engine").get<std::string>().c_str(), c.at("detail").get<std::string>().c_str());
-    }
-  }
-  std::printf("\n");
-  for (const json& cov : report_items(merged, "coverage")) {
-    std::printf("coverage of %s: %s\n", cov.at("engine").get<std::string>().c_str(), cov.at("line").get<std::string>().c_str());
-  }
-  for (const json& r : report_items(merged, "reasons")) std::printf("\nFAILED: %s\n", r.get<std::string>().c_str());
+  std::fprintf(stderr, "ringkv report merge: %zu shard(s), %zu work items, fingerprint %s\n", shards.size(),
+               report_items(header, "work").size(), header.at("fingerprint").get<std::string>().c_str());
+  CheckOptions as_run;
+  as_run.table = opt.table;
+  print_text_report(run_from_report(merged, as_run));
+  std::fflush(stdout);
   const int rc = report_exit_code(merged);
-  std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases; %zu properties, %d failed\n",
-              rc == 1 ? "FAILED" : rc == 2 ? "ERROR" : "PASSED", passed, n_fail, xfail, skipped, report_items(merged, "properties").size(),
-              n_prop_fail);
   if (!opt.json_file.empty()) std::ofstream(opt.json_file) << merged.dump(2) << "\n";
   if (!opt.junit_file.empty()) write_junit_report(merged, opt.junit_file);
   if (!opt.html_file.empty()) write_html_report(merged, opt.html_file);

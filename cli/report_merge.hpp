@@ -15,14 +15,14 @@ namespace ringkv::cli {
 struct MergeOptions {
   std::vector<std::string> shards;  ///< the shards' JSON reports
   std::string json_file, junit_file, html_file;
+  bool table = false;  ///< the text report with each engine's table per boundary class (--table)
 };
 
 /// Merges the shard reports (each a parsed `ringkv check --json` document; names: their files, for
 /// messages). Throws InputError naming the shards that do not fit.
 nlohmann::json merge_reports(const std::vector<nlohmann::json>& shards, const std::vector<std::string>& names);
 
-/// `ringkv report merge`: reads, merges, prints a summary (failures with their reproduce lines, one
-/// line per engine, the verdict), writes the reports. Returns the exit code the unsharded run gives.
+/// `ringkv report merge`: reads, merges, prints the unsharded run's text report, writes the reports. Returns the exit code the unsharded run gives.
 int run_report_merge(const MergeOptions& options);
 
 /// The exit code of a JSON report: 1 failed, 2 an error and nothing failed, 0 passed.

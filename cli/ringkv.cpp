@@ -192,6 +192,7 @@ int main(int argc, char** argv) {
   merge->add_option("--json", merge_opt.json_file, "Write the merged JSON report");
   merge->add_option("--junit", merge_opt.junit_file, "Write the merged JUnit XML report");
   merge->add_option("--html", merge_opt.html_file, "Write the merged report as one self-contained HTML page");
+  merge->add_flag("--table,--verbose,-v", merge_opt.table, "The text report with each engine's table per boundary class, as `ringkv check --table`");
 
   // ---- memory ----
   MemoryQuery mem;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ctest cli.shard_merge_same_as_unsharded (issue 28): `ringkv check --shard I/N` run as N separate
 processes, then `ringkv report merge`, gives the unsharded run's JSON report (timings masked), JUnit
-report and exit code, at N = 1, 3 and 7:
+report, text report (and with --table at N = 3) and exit code, at N = 1, 3 and 7:
 
 - passing engines (reference and cuda-plan, golden cases and properties);
 - a failing engine (a mutant plugin: golden failures, property failures shrunk to the end);
@@ -42,7 +42,9 @@ def run(args, expect_rc=None, what=""):
 
 def scenario(name, expect_rc, args):
     whole = os.path.join(work, f"{name}-whole")
-    run(["check", "--quiet", *args, "--json", whole + ".json", "--junit", whole + ".xml"], expect_rc, f"{name} unsharded")
+    whole_text = masked_text(run(["check", "--quiet", *args, "--json", whole + ".json", "--junit", whole + ".xml"],
+                                 expect_rc, f"{name} unsharded").stdout)
+    whole_table = masked_text(run(["check", "--quiet", "--table", *args], expect_rc, f"{name} unsharded --table").stdout)
     reference = masked(whole + ".json")
     items = len(reference["shard"]["work"])
     for n in (1, 3, 7):
@@ -55,6 +57,14 @@ def scenario(name, expect_rc, args):
         proc = run(["report", "merge", *shards, "--json", merged + ".json", "--junit", merged + ".xml"], None, f"{name} merge")
         if proc.returncode != expect_rc:
             failures.append(f"{name}, {n} shards: merge exited {proc.returncode}, the unsharded run {expect_rc}\n{proc.stdout}{proc.stderr}")
+        if masked_text(proc.stdout) != whole_text:
+            failures.append(f"{name}, {n} shards: the merge's text report differs from the unsharded run's:\n"
+                            f"--- unsharded ---\n{whole_text}\n--- merged ---\n{proc.stdout}")
+        if n == 3:
+            table = run(["report", "merge", "--table", *shards], None, f"{name} merge --table")
+            if masked_text(table.stdout) != whole_table:
+                failures.append(f"{name}, {n} shards: the merge's --table report differs from the unsharded run's:\n"
+                                f"--- unsharded ---\n{whole_table}\n--- merged ---\n{table.stdout}")
         got = masked(merged + ".json")
         if got != reference:
             diff = [k for k in sorted(set(got) | set(reference)) if got.get(k) != reference.get(k)]
@@ -75,7 +85,7 @@ def scenario(name, expect_rc, args):
             mine = len(d.get("cases", [])) + len(d.get("properties", []))
             if n > 1 and items >= n and not 0 < mine < items:
                 failures.append(f"{name}: {s} holds {mine} of {items} work items")
-    print(f"{name}: merged JSON and JUnit of 1, 3 and 7 shards equal the unsharded run's ({items} work items, exit {expect_rc})")
+    print(f"{name}: merged JSON, JUnit and text of 1, 3 and 7 shards equal the unsharded run's ({items} work items, exit {expect_rc})")
     return reference
 
 
