@@ -35,6 +35,7 @@
 
 #include "property/properties.hpp"
 #include "property/reserve_schedule.hpp"
+#include "ringkv/cuda/plan_backend.hpp"
 #include "ringkv/cuda/quant.hpp"
 #include "ringkv/cuda/ring.hpp"
 #include "ringkv/cuda_engine.hpp"
@@ -44,6 +45,7 @@
 #include "support/case.hpp"
 #include "support/generators.hpp"
 #include "support/oracle.hpp"
+#include "support/runner.hpp"
 #include "support/show.hpp"
 #include "support/tolerance.hpp"
 
@@ -971,6 +973,62 @@ TEST_P(CudaFusedVsCublas, DecodeWithinTheBound) {
 std::string decode_shape_name(const ::testing::TestParamInfo<DecodeShape>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaFusedVsCublas, ::testing::ValuesIn(decode_shapes()), decode_shape_name);
+
+// ---------------------------------------------------------------------------------------------
+// The device against cuda-plan built with the device's own SM count (issue 27 item 5): the split
+// plan depends on the SM count (cuda-plan's default is an H200's 132), so only a plan at the
+// device's count runs the device's launches. Each step's split count must agree, and the
+// outputs within both bounds.
+
+int device_sm_count() {
+#if defined(RINGKV_HAVE_CUDA) && !defined(RINGKV_GPU_TEST_PLAN_STANDIN)
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 0;
+  }
+  return sms;
+#else
+  return 132;  // the stand-in plan's count
+#endif
+}
+
+TEST(CudaVsPlan, TheDeviceRunsThePlanBuiltAtItsOwnSmCount) {
+  RINGKV_REQUIRE_CUDA_DEVICE();
+  const int sms = device_sm_count();
+  ASSERT_GT(sms, 0) << "cudaDevAttrMultiProcessorCount";
+  const EngineFactory plan{"cuda-plan", cuda::core_capabilities(), [sms](const Config& c) -> std::unique_ptr<Engine> {
+                             return std::make_unique<cuda::EngineCore>(c, std::make_unique<cuda::PlanBackend>(sms),
+                                                                       cuda::CoreOptions{});
+                           }};
+  const std::vector<DecodeShape> shapes = {
+      {"b2_d128_g4_w600_bf16", 2, 8, 2, 128, {{600, 4}}, 650, 325, 3, KvFormat::of(DType::bf16),
+       KvFormat::of(DType::bf16), RopeStyle::neox, 0, false, false},
+      {"b2_d64_g2_w400_f16_sinks", 2, 4, 2, 64, {{400, 0}, {64, 2}}, 450, 225, 3, KvFormat::of(DType::f16),
+       KvFormat::of(DType::f16), RopeStyle::neox, 5, true, true},
+      // the block kernel with 64 units per split: 2·SMs / 64 splits (5 at 132 SMs, 4 at 114, 1 at 8) below
+      // the length's cap, so the SM count decides the split
+      {"b8_d64_g1_w256_f32", 8, 8, 8, 64, {{256, 0}}, 300, 150, 3, KvFormat::of(DType::f32), KvFormat::of(DType::f32),
+       RopeStyle::gptj, 0, false, false},
+  };
+  int most_splits = 0;
+  for (const DecodeShape& sh : shapes) {
+    const Case c = decode_case(sh, 0x5c0u + static_cast<uint64_t>(sh.head_dim));
+    std::vector<int> on_device, in_plan;
+    conformance::RunOptions od, op;
+    od.after_step = [&](int, Engine& e) { on_device.push_back(last_splits(e)); };
+    op.after_step = [&](int, Engine& e) { in_plan.push_back(last_splits(e)); };
+    const conformance::RunResult a = conformance::run_case(cuda_factory(), c, od);
+    const conformance::RunResult b = conformance::run_case(plan, c, op);
+    ASSERT_EQ(a.failure, "") << sh.name;
+    ASSERT_EQ(b.failure, "") << sh.name;
+    EXPECT_EQ(on_device, in_plan) << sh.name << ": split counts per step, the device against cuda-plan at " << sms
+                                  << " SMs";
+    EXPECT_EQ(conformance::compare_runs(a, b, c.config, conformance::CompareOptions{}), "") << sh.name;
+    for (int s : on_device) most_splits = std::max(most_splits, s);
+  }
+  EXPECT_GT(most_splits, 1) << "no decode was split: the SM count decided nothing";
+}
 
 // ---------------------------------------------------------------------------------------------
 // Device memory (CUDA builds only)
