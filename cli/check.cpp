@@ -28,6 +28,9 @@
 #include "html_report.hpp"
 #include "ringkv/cuda_engine.hpp"
 #include "ringkv/reference_engine.hpp"
+#ifdef RINGKV_HAVE_CUDA_SIM
+#include "sim_backend.hpp"
+#endif
 #include "support/capabilities.hpp"
 #include "support/config_json.hpp"
 #include "support/profiles.hpp"
@@ -118,7 +121,35 @@ EngineFactory builtin_factory(const std::string& name) {
   return cuda::cublas_engine_factory();
 }
 
+// cuda-sim and cuda-sim-cublas (docs/cuda-sim.md): the CUDA kernels' own source on the CPU, with
+// the split plan of an H200's 132 SMs, or of N SMs as cuda-sim@N. Not in the default engine list
+// (the main job): their own ctest label, cuda-sim, runs them in CI.
+bool is_sim_engine(const std::string& label) { return label.starts_with("cuda-sim"); }
+
+std::optional<EngineFactory> sim_factory(const std::string& spec) {
+  const size_t at = spec.find('@');
+  const std::string name = spec.substr(0, at);
+  if (name != "cuda-sim" && name != "cuda-sim-cublas") return std::nullopt;
+  int sms = 132;
+  if (at != std::string::npos) {
+    const std::string n = spec.substr(at + 1);
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
+      throw InputError("--engine " + spec + ": the SM count after '@' must be a number from 1 to 9999");
+    }
+    sms = std::stoi(n);
+  }
+#ifdef RINGKV_HAVE_CUDA_SIM
+  EngineFactory f = name == "cuda-sim" ? cuda::sim_engine_factory(sms) : cuda::sim_cublas_engine_factory(sms);
+  if (at != std::string::npos) f.name = spec;
+  return f;
+#else
+  (void)sms;
+  throw InputError("--engine " + spec + ": this ringkv was built without cuda-sim (RINGKV_CUDA_SIM=OFF)");
+#endif
+}
+
 EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
+  if (std::optional<EngineFactory> f = sim_factory(spec)) return {spec, *f, false, {}, false, {}, false};
   for (const char* name : kBuiltinEngines) {
     if (spec != name) continue;
     if ((spec == "cuda" || spec == "cuda-cublas") && !cuda::cuda_unavailable_reason().empty()) {
@@ -143,7 +174,8 @@ EngineUnderTest make_engine(const std::string& spec, const CheckOptions& opt) {
 #endif
   }
   throw InputError("--engine \"" + spec +
-                   "\": must be reference, cuda, cuda-cublas, cuda-plan, cuda-plan-cublas, or the path of a plugin .so");
+                   "\": must be reference, cuda, cuda-cublas, cuda-plan, cuda-plan-cublas, cuda-sim[@SMS], "
+                   "cuda-sim-cublas[@SMS], or the path of a plugin .so");
 }
 
 constexpr int kMaxJobs = 1024;
@@ -229,7 +261,8 @@ json shard_header(const CheckOptions& opt, const ShardSpec& shard, const std::ve
   json ids = json::array();
   for (const EngineUnderTest& eng : engines) {
     // A built-in engine is this ringkv; a plugin is its file's contents; outputs are their folder.
-    const bool builtin = std::find(std::begin(kBuiltinEngines), std::end(kBuiltinEngines), eng.label) != std::end(kBuiltinEngines);
+    const bool builtin = is_sim_engine(eng.label) ||
+                         std::find(std::begin(kBuiltinEngines), std::end(kBuiltinEngines), eng.label) != std::end(kBuiltinEngines);
     const std::string id = builtin                  ? "built-in"
                            : eng.external_outputs   ? "outputs"
                            : fs::is_regular_file(eng.label) ? "sha256:" + golden::sha256_file(eng.label)

@@ -1,6 +1,6 @@
 // ringkv: the command-line tool.
 //
-//   ringkv check [--engine reference|cuda|cuda-cublas|cuda-plan|cuda-plan-cublas|PATH.so] [--golden DIR] [--properties [--cases N]] ...
+//   ringkv check [--engine reference|cuda|cuda-cublas|cuda-plan|cuda-plan-cublas|cuda-sim[@SMS]|cuda-sim-cublas[@SMS]|PATH.so] [--golden DIR] [--properties [--cases N]] ...
 //   ringkv check --outputs DIR [--profile NAME|FILE] (engines that wrote their outputs to files)
 //   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE | list [--capabilities FILE] | matrix
 //   ringkv check --shard I/N --json SHARD.json ...; ringkv report merge SHARD.json... [--json] [--junit] [--html]
@@ -72,7 +72,9 @@ int main(int argc, char** argv) {
                                                 "RapidCheck properties with shrinking)");
   check->add_option("--engine", chk.engines,
                     "Engine to check: 'reference', 'cuda' (fused decode), 'cuda-cublas' (cuBLAS path), 'cuda-plan' and "
-                    "'cuda-plan-cublas' (the CUDA engine's launch plan run on the CPU), or the path of a plugin "
+                    "'cuda-plan-cublas' (the CUDA engine's launch plan run on the CPU), 'cuda-sim' and 'cuda-sim-cublas' "
+                    "(the CUDA kernels' own source run on the CPU with race, barrier and bounds checks; "
+                    "'cuda-sim@114' plans splits for 114 SMs instead of 132), or the path of a plugin "
                     "shared library (C ABI, docs/engine-abi.md). Repeatable. Default: every built-in engine; the "
                     "CUDA ones are listed as skipped where no device is present");
   check->add_option("--golden", chk.golden_dir, "Folder holding manifest.json and cases/ (default: the committed set)");
