@@ -22,6 +22,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <link.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -413,6 +414,67 @@ void global_access(Exec& ex, uintptr_t a, size_t n, const void* pc) {
   fail_in_fiber(ex, bad, pc);
 }
 
+// ---------------------------------------------------------------- host memory a kernel may touch
+struct Segment {
+  uintptr_t lo, hi;
+};
+/// The loaded objects' segments (code, constants, static data): reads of tables and of the
+/// simulator's own variables. Collected once.
+const std::vector<Segment>& static_segments() {
+  static const std::vector<Segment> segs = [] {
+    std::vector<Segment> v;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* out) {
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const auto& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_LOAD) continue;
+            const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+            static_cast<std::vector<Segment>*>(out)->push_back(Segment{lo, lo + ph.p_memsz});
+          }
+          return 0;
+        },
+        &v);
+    std::sort(v.begin(), v.end(), [](const Segment& a, const Segment& b) { return a.lo < b.lo; });
+    return v;
+  }();
+  return segs;
+}
+
+bool in_range(uintptr_t a, size_t n, const void* lo, size_t bytes) {
+  const auto l = reinterpret_cast<uintptr_t>(lo);
+  return a >= l && a + n <= l + bytes;
+}
+
+/// An access outside shared and device memory: the thread's own stack, the launch's arguments,
+/// the executor's view of threadIdx and friends, static data; anything else is host memory a
+/// GPU kernel cannot reach (a host pointer among its arguments) or another thread's stack.
+void host_access(Exec& ex, uintptr_t a, size_t n, bool write, const void* pc) {
+  const size_t me = static_cast<size_t>(ex.current);
+  const uintptr_t my_lo = reinterpret_cast<uintptr_t>(tl_stacks[me].base) + kGuardBytes;
+  if (a >= my_lo && a + n <= my_lo + kStackBytes) return;
+  const LaunchSpec& s = *ex.spec;
+  if (in_range(a, n, s.args, s.args_bytes) || in_range(a, n, s.closure, s.closure_bytes)) return;
+  if (in_range(a, n, &tl_view, sizeof tl_view) ||
+      in_range(a, n, ex.fibers.data(), ex.fibers.size() * sizeof(Fiber))) {
+    return;
+  }
+  const std::vector<Segment>& segs = static_segments();
+  auto it = std::upper_bound(segs.begin(), segs.end(), a, [](uintptr_t x, const Segment& g) { return x < g.lo; });
+  if (it != segs.begin() && a + n <= std::prev(it)->hi) return;
+  for (size_t t = 0; t < ex.fibers.size(); ++t) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(tl_stacks[t].base) + kGuardBytes;
+    if (a >= lo && a < lo + kStackBytes) {
+      fail_in_fiber(ex, std::string(write ? "store to" : "load from") + " the local memory of thread " + std::to_string(t), pc);
+    }
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%" PRIxPTR, a);
+  fail_in_fiber(ex,
+                std::string(write ? "store to" : "load from") + " host memory (" + std::to_string(n) + " bytes at " + buf +
+                    "), in no buffer of the engine: a host pointer in a kernel?",
+                pc);
+}
+
 inline void access(void* p, size_t n, bool write, bool may_be_unaligned, const void* pc) {
   Exec* ex = tl_exec;
   if (ex == nullptr || ex->current < 0 || ex->failed) return;
@@ -421,7 +483,7 @@ inline void access(void* p, size_t n, bool write, bool may_be_unaligned, const v
   const bool in_dyn = a >= ex->dyn_lo && a < ex->dyn_lo + kDynReserve;
   const uintptr_t lo = g_arena_lo.load(std::memory_order_relaxed);
   const bool in_global = lo != 0 && a >= lo && a < lo + kArenaBytes;
-  if (!in_static && !in_dyn && !in_global) return;  // a fiber's stack, the launch's parameters, host tables
+  if (!in_static && !in_dyn && !in_global) return host_access(*ex, a, n, write, pc);
   if (!may_be_unaligned && n > 1 && a % n != 0) {
     fail_in_fiber(*ex, "misaligned " + std::to_string(n) + "-byte " + (write ? "store" : "load") + " (address % " +
                            std::to_string(n) + " = " + std::to_string(a % n) + ")",

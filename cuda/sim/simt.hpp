@@ -87,6 +87,11 @@ struct LaunchSpec {
   const void* fn;
   unsigned grid, block;
   size_t smem;
+  // the launch's own host memory the kernel's entry reads: its arguments and their closure
+  const void* args;
+  size_t args_bytes;
+  const void* closure;
+  size_t closure_bytes;
 };
 /// Runs the launch: every block (in an order drawn from the seed), each block's threads as
 /// fibers running body(closure). Throws ringkv::Error on the first check that fails.
@@ -100,7 +105,8 @@ cudaError_t launch_kernel(const char* name, const char* file, int line, void (*k
     void (*kernel)(P...);
     std::tuple<std::decay_t<P>...>* params;
   } c{kernel, &params};
-  const LaunchSpec spec{name, file, line, reinterpret_cast<const void*>(kernel), grid, block, smem};
+  const LaunchSpec spec{name,  file, line,       reinterpret_cast<const void*>(kernel), grid, block, smem,
+                        &params, sizeof params, &c, sizeof c};
   return run_launch(
       spec, [](void* v) { auto* cl = static_cast<Closure*>(v); std::apply(cl->kernel, *cl->params); }, &c);
 }

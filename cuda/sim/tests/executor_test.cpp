@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ringkv/error.hpp"
 #include "sim_runtime.hpp"
@@ -48,6 +49,13 @@ TEST(Executor, AGlobalOverrunNamesTheBufferAndTheLine) {
   DeviceFloats out(64);
   expect_all(failure_of([&] { return global_overrun(out.p, 64); }),
              {"global_overrun_kernel", "block ", "thread 0", "out-of-bounds global access", "past its end",
+              "executor_kernels.cpp:"});
+}
+
+TEST(Executor, AHostPointerInAKernelIsCaught) {
+  std::vector<float> host(64);
+  expect_all(failure_of([&] { return butterfly_sum(host.data()); }),
+             {"butterfly_sum_kernel", "block 0", "thread ", "store to host memory", "a host pointer in a kernel?",
               "executor_kernels.cpp:"});
 }
 
