@@ -18,6 +18,8 @@ ringkv::abi::ExportSpec make_spec() {
   std::vector<ringkv::conformance::MutantInfo> all = ringkv::conformance::all_mutants();
   const auto& rollback = ringkv::conformance::rollback_mutants();  // spec 1.1: they declare rollback (ABI 1.3)
   all.insert(all.end(), rollback.begin(), rollback.end());
+  const auto& interaction = ringkv::conformance::interaction_mutants();  // bugs where two features meet
+  all.insert(all.end(), interaction.begin(), interaction.end());
   for (const ringkv::conformance::MutantInfo& m : all) {
     if (std::string(m.name) != RINGKV_MUTANT_NAME) continue;
     ringkv::abi::ExportSpec s;
