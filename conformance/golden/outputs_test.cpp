@@ -30,8 +30,12 @@ namespace fs = std::filesystem;
 
 GoldenCase committed_case(const std::string& name) { return read_golden(std::string(RINGKV_GOLDEN_DIR) + "/cases/" + name + ".safetensors"); }
 
+// Each test writes under its own folder: ctest runs the tests of this binary in parallel processes,
+// and two tests writing the same file name (model_pos_2p24) read each other's half-written file.
 std::string tmp_path(const std::string& name) {
-  const fs::path dir = fs::path(RINGKV_GOLDEN_TMP);
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string folder = test ? std::string(test->test_suite_name()) + "." + test->name() : "outside_a_test";
+  const fs::path dir = fs::path(RINGKV_GOLDEN_TMP) / folder;
   fs::create_directories(dir);
   return (dir / (name + ".safetensors")).string();
 }
