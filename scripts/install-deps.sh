@@ -14,7 +14,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   nlohmann-json3-dev \
   libbenchmark-dev \
   python3 python3-venv \
-  clang-14 libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer
+  clang-14 libclang-rt-14-dev \
+  chromium  # clang: the fuzz targets (scripts/fuzz.sh), libFuzzer; chromium: the HTML report loaded headless (ctest cli.html_report_browser)
 
 # The real engines judged by engines/ (ONNX Runtime, JAX, mlx-lm, transformers with torch, llama.cpp
 # through llama-cpp-python): a virtual
