@@ -133,7 +133,7 @@ json merge_reports(const std::vector<json>& shards, const std::vector<std::strin
   bool failed = false;
   for (size_t k = 0; k < work.size(); ++k) {
     for (const json& r : at[k]) {
-      if (work[k].at("kind") == "golden") {
+      if (work[k].at("kind") == "golden" || work[k].at("kind") == "scale") {  // cases of the report
         merged["cases"].push_back(r);
         errors += r.at("status") == "error";
         failed = failed || r.at("status") == "failed" || r.at("status") == "xpass";
@@ -151,7 +151,7 @@ json merge_reports(const std::vector<json>& shards, const std::vector<std::strin
   const bool require_default = options.at("require_default").get<bool>();
   std::map<std::string, bool> external;
   for (const json& e : first.at("engines")) external[e.at("engine")] = e.at("external_outputs").get<bool>();
-  std::vector<std::string> reasons;
+  std::map<std::string, std::string> reason_of;  // per engine; listed below in the run's engine order, as check does
   for (const json& entry : report_items(one, "coverage")) {
     const std::string label = entry.at("engine");
     std::vector<golden::ClassCoverage> classes = classes_from_json(entry);
@@ -174,9 +174,14 @@ json merge_reports(const std::vector<json>& shards, const std::vector<std::strin
     const EngineCoverage cov = coverage_verdict(std::move(classes), required, require_default);
     if (!cov.missing.empty()) {
       failed = true;
-      reasons.push_back(missing_classes_reason(label, cov, require_classes, external[label]));
+      reason_of[label] = missing_classes_reason(label, cov, require_classes, external[label]);
     }
     merged["coverage"].push_back(coverage_to_json(label, cov));
+  }
+  std::vector<std::string> reasons;
+  for (const json& e : first.at("engines")) {
+    const auto it = reason_of.find(e.at("engine").get<std::string>());
+    if (it != reason_of.end()) reasons.push_back(it->second);
   }
   merged["passed"] = !failed && errors == 0;
   merged["errors"] = errors;

@@ -374,11 +374,10 @@ merged_page = check_page("report merge --html", merged + ".html", merged + ".jso
 
 
 def as_read(page):
-    """What a reader sees, timings masked, without the layout boxes (a timing's digits may wrap a line).
-    The reasons as a set: `report merge` lists them in the order of the engines' labels, `check` in the
-    order of the command line (cli/report_merge.cpp walks the coverage, check's map sorted by label)."""
+    """What a reader sees, timings masked, without the layout boxes (a timing's digits may wrap a line),
+    the reasons in their order (both list them in the run's engine order)."""
     cells = lambda t: t and [[(c["text"], c["bg"]) for c in r] for r in t["rows"]]
-    return {"verdict": page["verdict"]["text"], "reasons": sorted(page["reasons"]),
+    return {"verdict": page["verdict"]["text"], "reasons": page["reasons"],
             "failures": [(masked_text(f["text"]), [masked_text(r) for r in f["reproduce"]]) for f in page["failures"]],
             "engines": cells(page["engines"]), "coverage": cells(page["coverage"]),
             "headings": page["coverage"] and page["coverage"]["head"]}
