@@ -22,6 +22,7 @@
 #include "golden/golden.hpp"
 #include "jobs.hpp"
 #include "property_runner.hpp"
+#include "scale_run.hpp"
 #include "shard.hpp"
 #include "golden/sha256.hpp"
 #include "junit_report.hpp"
@@ -255,7 +256,7 @@ json shard_header(const CheckOptions& opt, const ShardSpec& shard, const std::ve
                   {"require_classes", opt.require_classes}, {"require_default", require_default},
                   {"profile", opt.profile_file}, {"capabilities", opt.capabilities_file}, {"outputs", opt.outputs_dir},
                   {"timeout_ms", opt.timeout_ms}, {"memory_limit_mib", opt.memory_limit_mib},
-                  {"leak_limit_mib", opt.leak_limit_mib}};
+                  {"leak_limit_mib", opt.leak_limit_mib}, {"scale", opt.scale}};
   json golden_set = {{"dir", opt.no_golden ? "" : opt.golden_dir}, {"manifest_sha256", ""}};
   if (!opt.no_golden) golden_set["manifest_sha256"] = golden::sha256_file((fs::path(opt.golden_dir) / "manifest.json").string());
   json ids = json::array();
@@ -272,7 +273,7 @@ json shard_header(const CheckOptions& opt, const ShardSpec& shard, const std::ve
   json items = json::array();
   std::string keys;
   for (const WorkItem& w : work) {
-    const char* kind = w.entry ? "golden" : "property";
+    const char* kind = w.entry ? "golden" : w.scale >= 0 ? "scale" : "property";
     items.push_back({{"kind", kind}, {"engine", engines[w.engine].label}, {"name", w.name}, {"cost", w.cost}, {"shard", w.shard}});
     keys += std::string(kind) + "\t" + engines[w.engine].label + "\t" + w.name + "\n";
   }
@@ -298,7 +299,10 @@ void read_inputs(CheckRun& run) {
   drop = make_regex(opt.exclude.empty() ? "$^" : opt.exclude, "--exclude");
   xfails = read_xfail(opt.xfail_file);
   properties = opt.properties || !opt.replay.empty();
-  if (opt.no_golden && !properties) throw InputError("--no-golden needs --properties: there would be nothing to check");
+  if (opt.no_golden && !properties && opt.scale.empty()) {
+    throw InputError("--no-golden needs --properties or --scale: there would be nothing to check");
+  }
+  if (!opt.scale.empty()) run.scale_cases = select_scale_cases(opt.scale, keep, drop);
   if (!opt.replay.empty()) {
     try {
       replay_property(opt.replay);
@@ -418,6 +422,12 @@ void plan_work(CheckRun& run) {
   for (size_t i = 0; i < engines.size(); ++i) {
     if (!engines[i].unavailable.empty()) continue;
     for (const ManifestEntry& e : selected) work.push_back({i, &e, e.name, golden_cost(e), 1});
+    if (!engines[i].external_outputs) {  // an engine reached through files has no scale cases' outputs
+      for (size_t k = 0; k < run.scale_cases.size(); ++k) {
+        const conformance::ScaleCase& sc = run.scale_cases[k];
+        work.push_back({i, nullptr, sc.name, scale_cost(sc), 1, static_cast<int>(k)});
+      }
+    }
     if (!properties) continue;
     const std::vector<std::string> names =
         opt.replay.empty() ? property_names(property_options(opt, engines[i].label)) : std::vector<std::string>{replay_property(opt.replay)};
@@ -528,9 +538,10 @@ void run_work(CheckRun& run) {
   // The jobs: this run's golden cases and properties. With one job all of them in this process, with
   // more each property in a process of its own (run_property_process). Results are kept by job, so
   // the report's order, and the report, are the same for any number of jobs.
-  struct GoldenJob {
+  struct GoldenJob {  // a golden case (entry) or a scale case (scale >= 0)
     size_t engine;
     const ManifestEntry* entry;
+    int scale = -1;
   };
   struct PropertyJob {
     size_t engine;
@@ -543,9 +554,9 @@ void run_work(CheckRun& run) {
   std::vector<std::pair<bool, size_t>> order, property_order;  // (a property job?, its index)
   for (const WorkItem& w : work) {
     if (w.shard != shard.index) continue;
-    if (w.entry) {
+    if (w.entry || w.scale >= 0) {
       order.emplace_back(false, golden_jobs.size());
-      golden_jobs.push_back({w.engine, w.entry});
+      golden_jobs.push_back({w.engine, w.entry, w.scale});
       continue;
     }
     (jobs == 1 ? order : property_order).emplace_back(true, property_jobs.size());
@@ -582,10 +593,11 @@ void run_work(CheckRun& run) {
       }
       return;
     }
-    const ManifestEntry& e = *golden_jobs[i].entry;
+    const int scale = golden_jobs[i].scale;
+    const std::string& name = scale >= 0 ? run.scale_cases[static_cast<size_t>(scale)].name : golden_jobs[i].entry->name;
     if (progress) {
-      write_stderr("[" + eng.label + " " + std::to_string(++started[ei]) + "/" + std::to_string(selected.size()) + "] " +
-                   e.name + "\n");
+      write_stderr("[" + eng.label + " " + std::to_string(++started[ei]) + "/" +
+                   std::to_string(selected.size() + run.scale_cases.size()) + "] " + name + "\n");
     }
     // Worker 0 uses the engine opened above; the others open their own where an engine needs it.
     const EngineFactory* factory = &eng.factory;
@@ -595,7 +607,19 @@ void run_work(CheckRun& run) {
       if (it == own.end()) it = own.emplace(ei, make_engine(eng.label, opt).factory).first;
       factory = &it->second;
     }
-    results[i] = run_case(eng, *factory, e);
+    if (scale < 0) {
+      results[i] = run_case(eng, *factory, *golden_jobs[i].entry);
+      return;
+    }
+    CaseResult r = run_scale_item(eng, *factory, run.scale_cases[static_cast<size_t>(scale)], opt);
+    bool expect_fail = false;
+    for (const std::regex& x : xfails) expect_fail = expect_fail || std::regex_search(r.name, x);
+    if (expect_fail && r.status == CaseResult::Status::failed) r.status = CaseResult::Status::xfail;
+    if (expect_fail && r.status == CaseResult::Status::passed) {
+      r.status = CaseResult::Status::xpass;
+      r.detail = "passed but is listed in --xfail";
+    }
+    results[i] = std::move(r);
   });
 
   for (const CaseResult& r : results) {
@@ -888,12 +912,20 @@ void print_text_report(const CheckRun& run) {
       continue;
     }
     int n[6] = {}, n_props = 0, props_failed = 0;
-    double worst = 0;
+    int n_scale = 0, scale_failed = 0, scale_errors = 0;
+    double worst = 0, scale_worst = 0;
     std::vector<const CaseResult*> rope_not_checked;
     std::map<golden::RopeVerdict::Kind, int> rope_kinds;
     const CaseResult* rotated_by_ringkv = nullptr;
     for (const CaseResult& r : results) {
       if (r.engine != eng.label) continue;
+      if (is_scale_result(r)) {  // counted apart: "N golden cases" stays the golden set's count
+        ++n_scale;
+        scale_failed += is_failure(r) ? 1 : 0;
+        scale_errors += r.status == CaseResult::Status::error ? 1 : 0;
+        if (r.status != CaseResult::Status::error) scale_worst = std::max(scale_worst, r.worst_ratio);
+        continue;
+      }
       ++n[static_cast<int>(r.status)];
       if (r.status != CaseResult::Status::skipped && r.status != CaseResult::Status::error) worst = std::max(worst, r.worst_ratio);
       if (!r.rope) continue;
@@ -910,9 +942,9 @@ void print_text_report(const CheckRun& run) {
     const auto cov = coverage.find(eng.label);
     const bool missing = cov != coverage.end() && !cov->second.missing.empty();
     const int case_failures = count(CaseResult::Status::failed) + count(CaseResult::Status::xpass);
-    const char* verdict = case_failures || props_failed || missing ? "FAILED"
-                          : count(CaseResult::Status::error)      ? "ERROR"
-                                                                  : "PASSED";
+    const char* verdict = case_failures || scale_failed || props_failed || missing ? "FAILED"
+                          : count(CaseResult::Status::error) || scale_errors     ? "ERROR"
+                                                                                 : "PASSED";
     std::printf("engine %s: %s", eng.label.c_str(), verdict);  // "engine reference: PASSED, 80 golden cases from ...: "
     if (!opt.no_golden) {
       std::printf(", %zu golden cases from %s: %d passed, %d failed, %d xfail, %d skipped", run.golden_cases, opt.golden_dir.c_str(),
@@ -921,7 +953,13 @@ void print_text_report(const CheckRun& run) {
       if (count(CaseResult::Status::error)) std::printf(", %d unusable", count(CaseResult::Status::error));
       std::printf("; worst error %.3g of the bound", worst);
     }
-    if (n_props) std::printf("%s%d properties: %d passed, %d failed", opt.no_golden ? ", " : "; ", n_props, n_props - props_failed, props_failed);
+    if (n_scale) {
+      std::printf("%s%d scale cases (tier %s): %d passed, %d failed", opt.no_golden ? ", " : "; ", n_scale,
+                  opt.scale.c_str(), n_scale - scale_failed - scale_errors, scale_failed);
+      if (scale_errors) std::printf(", %d not judged (ringkv's own error)", scale_errors);
+      std::printf(", worst error %.3g of the bound on the sampled rows", scale_worst);
+    }
+    if (n_props) std::printf("%s%d properties: %d passed, %d failed", opt.no_golden && !n_scale ? ", " : "; ", n_props, n_props - props_failed, props_failed);
     std::printf("\n");
     if (!eng.capabilities_source.empty()) std::printf("  capabilities: %s\n", eng.capabilities_source.c_str());
     if (cov != coverage.end()) std::printf("  coverage of %s: %s\n", eng.label.c_str(), cov->second.line.c_str());
@@ -960,8 +998,14 @@ void print_text_report(const CheckRun& run) {
                 shard.index, shard.count, shard.source.c_str(), mine, work.size());
   }
   for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
-  int passed = 0, skipped = 0, xf = 0;
+  int passed = 0, skipped = 0, xf = 0, scale_passed = 0, scale_total = 0;
   for (const CaseResult& r : results) {
+    if (is_scale_result(r)) {
+      ++scale_total;
+      scale_passed += r.status == CaseResult::Status::passed;
+      n_fail -= is_failure(r) ? 1 : 0;  // counted below, with the scale cases
+      continue;
+    }
     passed += r.status == CaseResult::Status::passed;
     skipped += r.status == CaseResult::Status::skipped;
     xf += r.status == CaseResult::Status::xfail;
@@ -971,6 +1015,9 @@ void print_text_report(const CheckRun& run) {
   if (errors > static_cast<int>(unloadable.size())) std::printf(", %d unusable golden file(s)", errors - static_cast<int>(unloadable.size()));
   if (!unloadable.empty()) std::printf(", %zu engine(s) could not be loaded", unloadable.size());
   if (warned) std::printf(", %d case(s) with warnings", warned);
+  if (scale_total) {
+    std::printf("; %d of %d scale cases (tier %s) passed", scale_passed, scale_total, opt.scale.c_str());
+  }
   for (const auto& [label, cov] : coverage) {
     std::printf("; %s: core %d of %d classes judged, features %d of %d", label.c_str(), cov.core_judged,
                 cov.core_applicable, cov.features_judged, cov.features_applicable);

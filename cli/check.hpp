@@ -55,6 +55,9 @@ struct CheckOptions {
   int shard_count = 0;
   /// Write the report as one self-contained HTML page.
   std::string html_file;
+  /// --scale TIER: also run the tier's production-shape cases (support/scale.hpp) on every in-process
+  /// or plugin engine; "" none.
+  std::string scale;
 };
 
 /// The default of --jobs: the number of cores (std::thread::hardware_concurrency), at least 1.

@@ -21,6 +21,7 @@
 #include "ringkv/engine.hpp"
 #include "shard.hpp"
 #include "support/profiles.hpp"
+#include "support/scale.hpp"
 #ifdef RINGKV_HAVE_ABI
 #include "plugin_engine.hpp"
 #endif
@@ -71,10 +72,11 @@ struct EngineUnderTest {
 // cost in seconds, and the shard (1 .. N) that runs it.
 struct WorkItem {
   size_t engine;
-  const golden::ManifestEntry* entry;  // nullptr: a property
+  const golden::ManifestEntry* entry;  // nullptr: a property or a scale case
   std::string name;
   double cost;
   int shard;
+  int scale = -1;  // >= 0: this scale case of CheckRun::scale_cases
 };
 
 // The state of one run: what each stage reads and what it adds, in the order run_check runs them.
@@ -88,6 +90,7 @@ struct CheckRun {
   bool properties = false;
   std::vector<golden::ManifestEntry> selected;
   size_t golden_cases = 0;  // selected.size(): what the report says it judged each engine on
+  std::vector<conformance::ScaleCase> scale_cases;  // --scale: the tier's cases --filter/--exclude keep
   std::string set_generator;  // a random set: the command that regenerates it (for reproduce lines)
   conformance::ProfileSet external_profiles;
   std::optional<std::regex> required;

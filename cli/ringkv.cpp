@@ -79,7 +79,10 @@ int main(int argc, char** argv) {
                     "CUDA ones are listed as skipped where no device is present");
   check->add_option("--golden", chk.golden_dir, "Folder holding manifest.json and cases/ (default: the committed set)");
   check->add_flag("--properties", chk.properties, "Also run the 13 RapidCheck properties against the engine");
-  check->add_flag("--no-golden", chk.no_golden, "With --properties: run the properties only, no golden cases");
+  check->add_flag("--no-golden", chk.no_golden, "With --properties or --scale: no golden cases");
+  check->add_option("--scale", chk.scale,
+                    "Also run the production-shape cases of this tier (ci, host, gpu, gpu-long; docs/scale.md), "
+                    "generated here and judged by the oracle on sampled rows");
   check->add_option("--cases", chk.cases, "Cases per property with --properties (default 100)")->check(CLI::Range(1, 1000000));
   check->add_option("--seed", chk.seed, "RapidCheck seed for --properties (default 1; a failure prints it)");
   check->add_option("--shrink-time", chk.shrink_time,

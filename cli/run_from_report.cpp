@@ -37,6 +37,7 @@ CheckRun run_from_report(const json& report, CheckOptions& opt) {
   opt.seed = options.at("seed").get<uint64_t>();
   opt.replay = options.at("replay").get<std::string>();
   opt.no_golden = options.at("no_golden").get<bool>();
+  opt.scale = options.value("scale", "");
   opt.properties = options.at("properties").get<bool>();
   opt.golden_dir = header.at("golden").at("dir").get<std::string>();
   opt.quiet = true;

@@ -17,6 +17,9 @@
 #   gpu-tests  ctest -L gpu (JUnit: $OUT/ctest-gpu.xml); a test that skips although a GPU is
 #              present fails the step
 #   check      ringkv check --engine cuda --engine cuda-cublas --properties (JUnit + JSON)
+#   scale      ringkv check --scale TIER on cuda and cuda-cublas: production-shape cases judged on
+#              sampled rows (docs/scale.md); tiers from RINGKV_SCALE_TIERS (default "gpu gpu-long";
+#              "" skips the step), one JSON report per tier
 #   bench      ringkv_cuda_bench --quick (text and JSON)
 #   memcheck   compute-sanitizer --tool memcheck on the benchmark's validation case
 #   racecheck  compute-sanitizer --tool racecheck on its decode-only validation case
@@ -44,6 +47,7 @@ PREBUILT="${RINGKV_PREBUILT:-}"
 JOBS="${RINGKV_JOBS:-$(nproc 2>/dev/null || echo 4)}"
 ALLOW_NO_DEVICE="${RINGKV_GPU_CI_ALLOW_NO_DEVICE:-0}"
 CHECK_CASES="${RINGKV_CHECK_CASES:-100}"
+SCALE_TIERS="${RINGKV_SCALE_TIERS-gpu gpu-long}"
 BENCH_ARGS="${RINGKV_BENCH_ARGS:---quick}"
 STEP_TIMEOUT="${RINGKV_STEP_TIMEOUT:-}"
 
@@ -238,6 +242,18 @@ step_check() {
     --junit "$OUT_DIR/check.xml" --json "$OUT_DIR/check.json"
 }
 
+step_scale() {
+  [ "$HAVE_DEVICE" = 1 ] || { no_device_skip; return 77; }
+  [ -n "$CLI" ] || { skip "the ringkv CLI was not built (test suite dependencies missing)"; return 77; }
+  [ -n "$SCALE_TIERS" ] || { skip "RINGKV_SCALE_TIERS is empty"; return 77; }
+  local tier rc=0
+  for tier in $SCALE_TIERS; do
+    limit "$CLI" check --engine cuda --engine cuda-cublas --scale "$tier" --no-golden \
+      --json "$OUT_DIR/scale-$tier.json" --junit "$OUT_DIR/scale-$tier.xml" || rc=1
+  done
+  return "$rc"
+}
+
 sanitizer() {
   local s="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || true)}"
   [ -z "$s" ] && [ -x /usr/local/cuda/compute-sanitizer/compute-sanitizer ] && s=/usr/local/cuda/compute-sanitizer/compute-sanitizer
@@ -292,6 +308,7 @@ run_step build step_build
 run_step resources step_resources
 run_step gpu-tests step_gpu_tests
 run_step check step_check
+run_step scale step_scale
 run_step bench step_bench
 run_step memcheck step_memcheck
 run_step racecheck step_racecheck

@@ -150,7 +150,7 @@ TEST(LargeWindow, NeedlesExposeOffByOneWindowsUnderTheF16Bound) {
   }
   const std::vector<int64_t> targets = needle_targets(c, 0);
   RunOptions o;
-  o.sample_queries = [&](int, int64_t i) {
+  o.sample_queries = [&](int, int, int64_t i) {
     return i < 4 || i == W / 2 || std::find(targets.begin(), targets.end(), i) != targets.end();
   };
   const auto find = [](const char* name) {
@@ -195,7 +195,7 @@ NeedleRun needle_case(int64_t W, int64_t p0, DataMode data = DataMode::needle) {
     done += n;
   }
   const std::vector<int64_t> targets = needle_targets(c, 0);
-  r.o.sample_queries = [=](int, int64_t i) {
+  r.o.sample_queries = [=](int, int, int64_t i) {
     return i < 4 || i == W / 2 || i >= W || std::find(targets.begin(), targets.end(), i) != targets.end();
   };
   return r;

@@ -106,7 +106,7 @@ void prop_ring_holds_visible_set(const EngineFactory& f, const Case& c) {
   RunOptions o = property_run();
   o.compare_oracle = false;
   o.check_ring = true;
-  o.sample_queries = [](int, int64_t) { return false; };  // the ring check needs the oracle's history, no outputs
+  o.sample_queries = [](int, int, int64_t) { return false; };  // the ring check needs the oracle's history, no outputs
   const RunResult r = run_case(f, c, o);
   RC_ASSERT(report(c, "RingHoldsVisibleSet", r.failure));
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "ringkv/quant.hpp"
 
@@ -65,18 +67,42 @@ Oracle::Oracle(Config config) : config_(std::move(config)) {
   p0_.resize(static_cast<size_t>(config_.batch));
   for (int s = 0; s < config_.batch; ++s) p0_[static_cast<size_t>(s)] = ringkv::start_position(config_, s);
   history_.resize(config_.layers.size() * static_cast<size_t>(config_.batch));
+  high_water_.assign(history_.size(), 0);
+  released_to_.assign(history_.size(), 0);
+}
+
+void Oracle::release_old_rows(int layer, int sequence) {
+  const LayerConfig& L = config_.layers[static_cast<size_t>(layer)];
+  const size_t at = static_cast<size_t>(layer) * static_cast<size_t>(config_.batch) + static_cast<size_t>(sequence);
+  std::vector<OracleToken>& hist = history_[at];
+  high_water_[at] = std::max(high_water_[at], static_cast<int64_t>(hist.size()));
+  const int64_t end = high_water_[at] - L.window - L.rollback_reserve;
+  for (int64_t j = std::max(released_to_[at], L.sinks); j < end; ++j) {
+    OracleToken& tok = hist[static_cast<size_t>(j)];
+    tok.k = StoredRow{};
+    tok.v = StoredRow{};
+    tok.k_rot = {};
+  }
+  released_to_[at] = std::max(released_to_[at], end);
 }
 
 void Oracle::rollback(int sequence, int64_t n) {
   for (size_t l = 0; l < config_.layers.size(); ++l) {
     std::vector<OracleToken>& hist = history_mut(static_cast<int>(l), sequence);
     hist.resize(hist.size() - static_cast<size_t>(std::min<int64_t>(n, static_cast<int64_t>(hist.size()))));
+    const size_t at = l * static_cast<size_t>(config_.batch) + static_cast<size_t>(sequence);
+    released_to_[at] = std::min(released_to_[at], static_cast<int64_t>(hist.size()));
   }
 }
 
 void Oracle::reset(int sequence, int64_t start_position) {
   p0_[static_cast<size_t>(sequence)] = start_position;
-  for (size_t l = 0; l < config_.layers.size(); ++l) history_mut(static_cast<int>(l), sequence).clear();
+  for (size_t l = 0; l < config_.layers.size(); ++l) {
+    history_mut(static_cast<int>(l), sequence).clear();
+    const size_t at = l * static_cast<size_t>(config_.batch) + static_cast<size_t>(sequence);
+    high_water_[at] = 0;
+    released_to_[at] = 0;
+  }
 }
 
 std::vector<OracleOutput> Oracle::append(int sequence, int64_t n, const float* q, const float* k, const float* v) {
@@ -126,12 +152,13 @@ std::vector<OracleOutput> Oracle::append(int sequence, int64_t n, const float* q
                     q_rot.data() + static_cast<size_t>(h * D));
       }
       for (int h = 0; h < Hq; ++h) {
-        if (filter_ && !filter_(l, i)) {
+        if (filter_ && !filter_(l, sequence, i)) {
           out.emplace_back();  // not sampled
         } else {
           out.push_back(attend(l, sequence, i, q_rot.data() + static_cast<size_t>(h * D), h));
         }
       }
+      if (release_) release_old_rows(l, sequence);
     }
   }
   return out;
@@ -147,6 +174,11 @@ OracleOutput Oracle::attend(int layer, int sequence, int64_t i, const double* q,
   for (int64_t j = 0; j <= i; ++j) {
     if (j < L.sinks || j > i - L.window) {
       const OracleToken& tok = hist[static_cast<size_t>(j)];
+      if (tok.k.value.empty()) {
+        throw std::logic_error("oracle: token " + std::to_string(j) + " of layer " + std::to_string(layer) +
+                               ", sequence " + std::to_string(sequence) + " was released but query " +
+                               std::to_string(i) + " sees it (release_unreachable's rule is wrong)");
+      }
       keys.push_back(KeyView{tok.k.value.data() + off, tok.k.tie.data() + off, tok.v.value.data() + off,
                              tok.v.tie.data() + off, tok.position});
     }

@@ -68,9 +68,17 @@ class Oracle {
   /// that the spec honours it); later tokens attend as if they had never been appended.
   void rollback(int sequence, int64_t n);
 
-  /// For large cases: compute outputs only for the token indices the filter
+  /// For large cases: compute outputs only for the (layer, sequence, token index) the filter
   /// accepts (the others get an empty OracleOutput::o). Keys are always kept.
-  void set_query_filter(std::function<bool(int layer, int64_t index)> filter) { filter_ = std::move(filter); }
+  void set_query_filter(std::function<bool(int layer, int sequence, int64_t index)> filter) { filter_ = std::move(filter); }
+
+  /// For long cases: after each append, release the stored rows of tokens no later query can see
+  /// (index j with S <= j < H - W - Q, where H is the most tokens the (layer, sequence) has held since
+  /// its reset and Q its rollback reserve: a rollback the spec honours never goes below H - Q), so
+  /// that the oracle holds about what a spec ring holds, S + W + Q tokens per (layer, sequence), and
+  /// no more. Their positions stay. A query that would see a released token throws std::logic_error
+  /// (the oracle's own error, never an engine's). Off by default: snapshots compare against every row.
+  void release_unreachable(bool on) { release_ = on; }
 
   /// Appends n tokens (tensors laid out as in ringkv::SequenceStep) and returns
   /// the expected outputs, [layers][n][Hq].
@@ -89,10 +97,15 @@ class Oracle {
     return history_[static_cast<size_t>(layer) * static_cast<size_t>(config_.batch) + static_cast<size_t>(sequence)];
   }
 
+  void release_old_rows(int layer, int sequence);
+
   Config config_;
-  std::function<bool(int, int64_t)> filter_;
+  std::function<bool(int, int, int64_t)> filter_;
+  bool release_ = false;
   std::vector<int64_t> p0_;
   std::vector<std::vector<OracleToken>> history_;  // [layer][sequence]
+  std::vector<int64_t> high_water_;                // [layer][sequence]: most tokens held since the reset
+  std::vector<int64_t> released_to_;               // [layer][sequence]: rows [S, released_to_) released
 };
 
 }  // namespace ringkv::conformance

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "ringkv/error.hpp"
 #include "ringkv/quant.hpp"
@@ -126,6 +127,10 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
   if (opt.cache_bytes) result.cache_bytes_initial = engine->cache_bytes();
   Oracle oracle(cfg);
   if (opt.sample_queries) oracle.set_query_filter(opt.sample_queries);
+  if (!opt.keep_records) {
+    if (opt.check_ring) throw std::logic_error("run_case: check_ring needs keep_records (the oracle's every row)");
+    oracle.release_unreachable(true);
+  }
   std::vector<BoundContext> ctx;
   for (int l = 0; l < L; ++l) ctx.push_back(make_bound_context(cfg, l, result.info.precision));
   std::vector<int> stream(static_cast<size_t>(B));
@@ -266,7 +271,7 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
             }
           }
         }
-        result.tokens[TokenKey{stream[static_cast<size_t>(s)], index}] = std::move(rec);
+        if (opt.keep_records) result.tokens[TokenKey{stream[static_cast<size_t>(s)], index}] = std::move(rec);
         for (int l = 0; l < L; ++l) spec_ring(l, s).write(index);
       }
       seen[static_cast<size_t>(s)] += n;

@@ -40,8 +40,13 @@ struct RunOptions {
   /// Record cache_bytes() at construction and at the end (two more calls; a plugin's are round trips).
   bool cache_bytes = true;
   std::function<void(int step, Engine&)> after_step;  ///< called after each step
-  /// Large cases: the oracle computes (and the run compares) only these query indices.
-  std::function<bool(int layer, int64_t index)> sample_queries;
+  /// Large cases: the oracle computes (and the run compares) only these queries (token index since
+  /// the sequence's reset).
+  std::function<bool(int layer, int sequence, int64_t index)> sample_queries;
+  /// false: keep no TokenRecord (RunResult::tokens stays empty) and let the oracle release rows no
+  /// later query sees (Oracle::release_unreachable), so that host memory follows the ring, not the
+  /// case's length (the scale cases). Needs check_ring false (snapshots compare every row).
+  bool keep_records = true;
 };
 
 struct RunResult {
