@@ -33,7 +33,8 @@ table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;paddi
 th.class{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 td.judged{background:#d4f4d4}td.failed{background:#f5a3a3}td.na{background:#eee;color:#888}td.notjudged{background:#fde8c4}
 pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;font-size:.85em}
-.failure{border-left:4px solid #c33;padding-left:.8em;margin:1em 0})";
+.failure{border-left:4px solid #c33;padding-left:.8em;margin:1em 0;overflow-wrap:anywhere}
+.scroll{overflow-x:auto}.scroll tr>:first-child{position:sticky;left:0;background:#fff;z-index:1})";
 
 }  // namespace
 
@@ -128,7 +129,7 @@ std::string html_report(const json& report) {
   if (!coverage.empty()) {
     o << "<h2>Coverage: engines &times; boundary classes</h2>\n<p>judged (worst error as a fraction of the bound), "
          "<b>failed</b> (cases failing), n/a (the engine cannot express it), not judged (it could; no case within its "
-         "capabilities was compared). A required class not judged fails the run.</p>\n<table id=\"coverage\"><tr><th>engine</th>";
+         "capabilities was compared). A required class not judged fails the run.</p>\n<div class=\"scroll\"><table id=\"coverage\"><tr><th>engine</th>";
     for (const json& k : report_items(coverage[0], "classes")) o << "<th class=\"class\">" << h(k.at("class")) << "</th>";
     o << "</tr>\n";
     for (const json& cov : coverage) {
@@ -155,7 +156,7 @@ std::string html_report(const json& report) {
       }
       o << "</tr>\n";
     }
-    o << "</table>\n";
+    o << "</table></div>\n";
   }
   if (report.contains("shard")) {
     const json& s = report.at("shard");
