@@ -115,7 +115,9 @@ json merge_reports(const std::vector<json>& shards, const std::vector<std::strin
       seen.insert(k);
       at[position.at(k)].push_back(r);
     };
-    for (const json& c : report_items(report, "cases")) place("golden", c);
+    for (const json& c : report_items(report, "cases")) {  // a golden case, or a scale case (docs/scale.md)
+      place(c.at("name").get<std::string>().rfind("scale/", 0) == 0 ? "scale" : "golden", c);
+    }
     for (const json& p : report_items(report, "properties")) place("property", p);
     for (const std::string& k : own) {
       if (!seen.count(k)) {
