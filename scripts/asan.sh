@@ -7,8 +7,10 @@
 # cases) under LeakSanitizer.
 #
 # Run here under ASan: ringkv_unit_tests, ringkv_tolerance_tests, ringkv_golden_tests,
-# ringkv_golden_outputs_tests, ringkv_abi_tests (every fault plugin), the allocation counter, the fuzz
-# regression replays and the CLI tests. Not built here, to keep CI within its time on 2 cores, each
+# ringkv_golden_outputs_tests, ringkv_scale_tests (the scale cases' sampler and releasing oracle on
+# small cases), ringkv_abi_tests (every fault plugin), the allocation counter, the fuzz regression
+# replays and the CLI tests but the scale tiers (label scale: minutes each unsanitized; their code is
+# ringkv_scale_tests' and the engines'). Not built here, to keep CI within its time on 2 cores, each
 # covered by another run under ASan:
 #   ringkv_property_tests and ringkv_cuda_plan_property_tests: the same 13 properties on the same
 #     engines (reference, cuda-plan, cuda-plan-cublas) that `ringkv check --properties` runs below;
@@ -26,11 +28,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 start=$(date +%s)
 cmake --preset asan >/dev/null
 cmake --build --preset asan --target ringkv ringkv_abi_tests ringkv_unit_tests ringkv_tolerance_tests \
-  ringkv_golden_tests ringkv_golden_malformed_tests ringkv_golden_outputs_tests ringkv_allocation_tests ringkv_outputs_fixture \
+  ringkv_scale_tests ringkv_golden_tests ringkv_golden_malformed_tests ringkv_golden_outputs_tests ringkv_allocation_tests ringkv_outputs_fixture \
   $(for f in fuzz/*.dict; do echo "ringkv_fuzz_replay_$(basename "$f" .dict)"; done)
 echo "asan: built in $(( $(date +%s) - start )) s"
 ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|python_readers|numpy_example|_NOT_BUILT|^package\.|^python\.'
-ctest --preset asan -R '^cli\.' -E 'cli\.plugin_mutant_|jobs_killed_shard|shrink_bench|numpy_example|_NOT_BUILT'
+ctest --preset asan -R '^cli\.' -LE scale -E 'cli\.plugin_mutant_|jobs_killed_shard|shrink_bench|numpy_example|_NOT_BUILT'
 ./build-asan/abi/ringkv_abi_tests
 ./build-asan/conformance/ringkv_allocation_tests
 echo "asan: tests done at $(( $(date +%s) - start )) s"
