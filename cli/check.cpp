@@ -998,20 +998,20 @@ void print_text_report(const CheckRun& run) {
                 shard.index, shard.count, shard.source.c_str(), mine, work.size());
   }
   for (const std::string& why : reasons) std::printf("\nFAILED: %s\n", why.c_str());
-  int passed = 0, skipped = 0, xf = 0, scale_passed = 0, scale_total = 0;
+  int passed = 0, golden_failed = 0, skipped = 0, xf = 0, scale_passed = 0, scale_total = 0;
   for (const CaseResult& r : results) {
-    if (is_scale_result(r)) {
+    if (is_scale_result(r)) {  // counted with the scale cases
       ++scale_total;
       scale_passed += r.status == CaseResult::Status::passed;
-      n_fail -= is_failure(r) ? 1 : 0;  // counted below, with the scale cases
       continue;
     }
     passed += r.status == CaseResult::Status::passed;
+    golden_failed += is_failure(r) ? 1 : 0;
     skipped += r.status == CaseResult::Status::skipped;
     xf += r.status == CaseResult::Status::xfail;
   }
   std::printf("\n%s: %d passed, %d failed, %d xfail, %d skipped golden cases", failed ? "FAILED" : errors ? "ERROR" : "PASSED",
-              passed, n_fail, xf, skipped);
+              passed, golden_failed, xf, skipped);
   if (errors > static_cast<int>(unloadable.size())) std::printf(", %d unusable golden file(s)", errors - static_cast<int>(unloadable.size()));
   if (!unloadable.empty()) std::printf(", %zu engine(s) could not be loaded", unloadable.size());
   if (warned) std::printf(", %d case(s) with warnings", warned);

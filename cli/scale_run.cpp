@@ -25,16 +25,10 @@ std::vector<ScaleCase> select_scale_cases(const std::string& tier, const std::re
 
 double scale_cost(const ScaleCase& sc) {
   const Config& cfg = sc.c.config;
-  std::vector<int64_t> held(static_cast<size_t>(cfg.batch), 0);
-  double keys = 0;
-  for (const conformance::StepPlan& step : sc.c.steps) {
-    for (const conformance::ResetPlan& r : step.resets) held[static_cast<size_t>(r.sequence)] = 0;
-    for (const conformance::RollbackPlan& r : step.rollbacks) held[static_cast<size_t>(r.sequence)] -= r.n_tokens;
-    for (int s = 0; s < cfg.batch; ++s) {
-      for (int64_t t = 0; t < step.tokens[static_cast<size_t>(s)]; ++t) {
-        const int64_t i = held[static_cast<size_t>(s)]++;
-        for (const LayerConfig& l : cfg.layers) keys += static_cast<double>(std::min(i + 1, l.sinks + l.window));
-      }
+  double keys = 0;  // (query, visible key) pairs over the layers: sum of min(i + 1, S + W) per token i
+  for (const conformance::AppendedChunk& ch : conformance::appended_chunks(sc.c)) {
+    for (const LayerConfig& l : cfg.layers) {
+      for (int64_t i = ch.first; i < ch.first + ch.n; ++i) keys += static_cast<double>(std::min(i + 1, l.sinks + l.window));
     }
   }
   // About 1.5 ns per (visible key, q head, dim) on one core of a 2-core CI machine (docs/scale.md).

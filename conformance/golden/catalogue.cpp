@@ -15,6 +15,7 @@ namespace ringkv::golden {
 using conformance::Case;
 using conformance::DataMode;
 using conformance::ResetPlan;
+using conformance::shaped_case;
 using conformance::StepPlan;
 using nlohmann::json;
 
@@ -36,16 +37,6 @@ KvFormat fmt_of(DType d, float scale = 1.0f) {
   return f;
 }
 
-Case shape(std::vector<LayerConfig> layers, int Hq, int Hkv, int D, DataMode data, uint64_t seed) {
-  Case c;
-  c.config.layers = std::move(layers);
-  c.config.num_q_heads = Hq;
-  c.config.num_kv_heads = Hkv;
-  c.config.head_dim = D;
-  c.data = data;
-  c.seed = seed;
-  return c;
-}
 
 // One sequence appending the given chunks (one step each), starting at p0.
 Case& single(Case& c, const std::vector<int64_t>& chunks, int64_t p0 = 0) {
@@ -118,49 +109,49 @@ std::vector<GoldenSpec> golden_set() {
 
   // ---- the window boundaries, decode and prefill (needles: W +- 1 moves outputs by O(1)) ----
   {
-    Case c = shape({LayerConfig{8, 0, neox()}}, 4, 2, 32, needle, 101);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}}, 4, 2, 32, needle, 101);
     single(c, repeat(33, 1));
     set.push_back(spec("decode_w8", {"t<W", "t=W-1", "t=W", "t=W+1", "t=kW", "needle-W+1", "needle-W-1", "gqa", "rope-neox"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 2, neox()}}, 4, 1, 32, needle, 102);
+    Case c = shaped_case({LayerConfig{8, 2, neox()}}, 4, 1, 32, needle, 102);
     single(c, repeat(28, 1), 5);
     set.push_back(spec("decode_w8_sinks2", {"t<W", "t=W", "t=W+1", "t=kW", "sinks", "mqa", "needle-W+1", "needle-W-1"}, c));
   }
   {
-    Case c = shape({LayerConfig{16, 0, neox()}}, 4, 1, 32, needle, 103);
+    Case c = shaped_case({LayerConfig{16, 0, neox()}}, 4, 1, 32, needle, 103);
     single(c, {15, 16, 17, 1});
     set.push_back(spec("prefill_chunks_w16", {"t=W-1", "t=W", "t=kW", "chunk>W", "chunk-crosses-wrap", "mqa", "needle-W+1", "needle-W-1"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 1, neox()}}, 2, 2, 32, needle, 104);
+    Case c = shaped_case({LayerConfig{8, 1, neox()}}, 2, 2, 32, needle, 104);
     single(c, {5, 21, 1, 8});
     set.push_back(spec("chunk_2w_crosses_wrap", {"chunk>W", "chunk-crosses-wrap", "t=kW", "sinks", "mha", "needle-W+1"}, c));
   }
   {
-    Case c = shape({LayerConfig{4, 4, neox()}}, 4, 2, 32, needle, 105);
+    Case c = shaped_case({LayerConfig{4, 4, neox()}}, 4, 2, 32, needle, 105);
     single(c, {3, 1, 5, 9, 1});
     set.push_back(spec("sinks4_w4", {"sinks", "chunk>W", "t=W", "t=kW", "gqa", "needle-W+1", "needle-W-1"}, c));
   }
   {
-    Case c = shape({LayerConfig{32, 4, neox()}}, 2, 1, 32, needle, 106);
+    Case c = shaped_case({LayerConfig{32, 4, neox()}}, 2, 1, 32, needle, 106);
     single(c, {34, 1, 1, 1, 31}, 17);
     set.push_back(spec("needle_w32_s4", {"needle-W+1", "needle-W-1", "t=W", "t=W+1", "chunk>W", "sinks", "mqa"}, c));
   }
   {
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{1, 2, neox()}}, 2, 1, 16, random, 107);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{1, 2, neox()}}, 2, 1, 16, random, 107);
     single(c, {1, 1, 3, 2});
     set.push_back(spec("window_1", {"W=1", "sinks", "multi-layer", "mqa"}, c));
   }
   {
-    Case c = shape({LayerConfig{64, 0, neox()}, LayerConfig{24, 0, neox()}}, 4, 4, 16, random, 108);
+    Case c = shaped_case({LayerConfig{64, 0, neox()}, LayerConfig{24, 0, neox()}}, 4, 4, 16, random, 108);
     single(c, {7, 1, 16});
     set.push_back(spec("window_ge_length", {"W>=length", "multi-layer", "mha"}, c));
   }
 
   // ---- batches, sitting out, resets ----
   {
-    Case c = shape({LayerConfig{6, 1, neox()}}, 4, 2, 16, random, 109);
+    Case c = shaped_case({LayerConfig{6, 1, neox()}}, 4, 2, 16, random, 109);
     c.config.batch = 3;
     c.config.start_positions = {0, 100, 7};
     c.steps = {StepPlan{{}, {4, 1, 0}}, StepPlan{{}, {1, 0, 7}}, StepPlan{{}, {0, 1, 1}},
@@ -169,7 +160,7 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("batch_mixed_sit_out", {"batch-mixed", "sit-out", "sinks", "gqa"}, c));
   }
   {
-    Case c = shape({LayerConfig{4, 1, neox()}}, 2, 1, 32, random, 110);
+    Case c = shaped_case({LayerConfig{4, 1, neox()}}, 2, 1, 32, random, 110);
     c.config.batch = 2;
     c.config.start_positions = {0, 5};
     c.steps = {StepPlan{{}, {6, 3}},
@@ -186,12 +177,12 @@ std::vector<GoldenSpec> golden_set() {
 
   // ---- RoPE ----
   {
-    Case c = shape({LayerConfig{8, 0, gptj()}}, 4, 2, 32, needle, 111);
+    Case c = shaped_case({LayerConfig{8, 0, gptj()}}, 4, 2, 32, needle, 111);
     single(c, {9, 1, 1, 8}, 3);
     set.push_back(spec("rope_gptj", {"rope-gptj", "t=W", "t=W+1", "chunk>W", "needle-W+1"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, no_rope()}}, 4, 2, 32, random, 112);
+    Case c = shaped_case({LayerConfig{8, 0, no_rope()}}, 4, 2, 32, random, 112);
     single(c, {9, 1, 1, 8});
     set.push_back(spec("rope_none", {"rope-none", "chunk>W"}, c));
   }
@@ -199,7 +190,7 @@ std::vector<GoldenSpec> golden_set() {
     RopeConfig r = neox();
     r.scaling = RopeScaling::linear;
     r.factor = 4.0;
-    Case c = shape({LayerConfig{8, 1, r}}, 4, 2, 32, random, 113);
+    Case c = shaped_case({LayerConfig{8, 1, r}}, 4, 2, 32, random, 113);
     single(c, {9, 1, 1, 8}, 4096);
     set.push_back(spec("rope_linear", {"rope-linear", "rope-neox"}, c));
   }
@@ -207,7 +198,7 @@ std::vector<GoldenSpec> golden_set() {
     RopeConfig r = neox(10000.0);
     r.scaling = RopeScaling::ntk;
     r.factor = 8.0;
-    Case c = shape({LayerConfig{8, 0, r}}, 4, 2, 32, random, 114);
+    Case c = shaped_case({LayerConfig{8, 0, r}}, 4, 2, 32, random, 114);
     single(c, {9, 1, 1, 8}, 20000);
     set.push_back(spec("rope_ntk", {"rope-ntk", "rope-neox"}, c));
   }
@@ -216,22 +207,22 @@ std::vector<GoldenSpec> golden_set() {
     a.rotary_dim = 16;
     RopeConfig b = gptj(500000.0);
     b.rotary_dim = 8;
-    Case c = shape({LayerConfig{8, 0, a}, LayerConfig{8, 0, b}}, 4, 2, 32, random, 115);
+    Case c = shaped_case({LayerConfig{8, 0, a}, LayerConfig{8, 0, b}}, 4, 2, 32, random, 115);
     single(c, {9, 1, 1, 8}, 50);
     set.push_back(spec("partial_rotary", {"partial-rotary", "per-layer-rope", "rope-neox", "rope-gptj", "multi-layer"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 1, neox()}}, 4, 2, 32, needle, 116);
+    Case c = shaped_case({LayerConfig{8, 1, neox()}}, 4, 2, 32, needle, 116);
     single(c, {10, 1, 1, 7}, k2p20);
     set.push_back(spec("pos_2p20", {"pos-2^20", "needle-W+1"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, gptj(500000.0)}}, 4, 2, 32, needle, 117);
+    Case c = shaped_case({LayerConfig{8, 0, gptj(500000.0)}}, 4, 2, 32, needle, 117);
     single(c, {9, 1, 1, 8}, k2p24);
     set.push_back(spec("pos_2p24", {"pos-2^24", "rope-gptj", "needle-W+1"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, neox()}}, 4, 2, 32, random, 118);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}}, 4, 2, 32, random, 118);
     single(c, {9, 1, 1, 5});
     c.config.start_positions = {(int64_t{1} << 31) - c.config.max_tokens};
     set.push_back(spec("pos_max", {"pos-2^24", "pos-2^31"}, c));
@@ -240,7 +231,7 @@ std::vector<GoldenSpec> golden_set() {
   // ---- storage formats ----
   const auto storage = [&](const char* name, std::vector<std::string> classes, KvFormat k, KvFormat v, uint64_t seed,
                            int D = 32) {
-    Case c = shape({LayerConfig{8, 1, neox()}}, 4, 2, D, random, seed);
+    Case c = shaped_case({LayerConfig{8, 1, neox()}}, 4, 2, D, random, seed);
     c.config.k_format = k;
     c.config.v_format = v;
     single(c, {9, 1, 6, 1}, 3);
@@ -263,7 +254,7 @@ std::vector<GoldenSpec> golden_set() {
 
   // ---- scores: softcap, sink logits; several layers ----
   {
-    Case c = shape({LayerConfig{8, 0, neox()}}, 4, 2, 32, random, 128);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}}, 4, 2, 32, random, 128);
     c.config.softcap = 5.0;
     c.config.softmax_scale = 0.3;
     c.qk_amplitude = 3.0f;
@@ -271,13 +262,13 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("softcap", {"softcap", "softmax-scale"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, neox()}, LayerConfig{4, 1, gptj()}}, 4, 2, 32, random, 129);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}, LayerConfig{4, 1, gptj()}}, 4, 2, 32, random, 129);
     c.config.sink_logits = {{0.5f, -1.0f, 2.0f, 3.0f}, {-3.0f, 0.0f, 1.0f, 4.0f}};
     single(c, {9, 1, 1, 8});
     set.push_back(spec("sink_logits", {"sink-logits", "multi-layer", "per-layer-rope"}, c));
   }
   {
-    Case c = shape({LayerConfig{4, 0, neox()}, LayerConfig{16, 2, gptj(500000.0)}, LayerConfig{64, 0, no_rope()}}, 4, 2,
+    Case c = shaped_case({LayerConfig{4, 0, neox()}, LayerConfig{16, 2, gptj(500000.0)}, LayerConfig{64, 0, no_rope()}}, 4, 2,
                    32, needle, 130);
     single(c, {5, 1, 12, 1, 1}, 11);
     set.push_back(spec("multi_layer_mixed", {"multi-layer", "per-layer-rope", "rope-none", "W>=length", "needle-W+1"}, c));
@@ -285,30 +276,30 @@ std::vector<GoldenSpec> golden_set() {
 
   // ---- realistic head dims and head counts (real kernels reject tiny head dims) ----
   {
-    Case c = shape({LayerConfig{16, 0, neox()}}, 8, 2, 64, needle, 131);
+    Case c = shaped_case({LayerConfig{16, 0, neox()}}, 8, 2, 64, needle, 131);
     c.config.k_format = c.config.v_format = fmt_of(DType::f16);
     single(c, {15, 1, 1, 1, 15});
     set.push_back(spec("d64_gqa_f16_needle", {"head_dim-64", "gqa", "kv-f16", "needle-W+1", "needle-W-1", "t=W-1", "t=W", "t=W+1", "t=kW"}, c));
   }
   {
-    Case c = shape({LayerConfig{16, 2, neox()}}, 8, 2, 64, random, 132);
+    Case c = shaped_case({LayerConfig{16, 2, neox()}}, 8, 2, 64, random, 132);
     single(c, {20, 1, 1, 4}, 1000);
     set.push_back(spec("d64_gqa_random", {"head_dim-64", "gqa", "sinks", "chunk>W"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 2, neox(500000.0)}}, 16, 4, 128, needle, 133);
+    Case c = shaped_case({LayerConfig{8, 2, neox(500000.0)}}, 16, 4, 128, needle, 133);
     c.config.k_format = c.config.v_format = fmt_of(DType::bf16);
     single(c, {9, 1, 1, 1, 6});
     set.push_back(spec("d128_gqa_bf16_needle", {"head_dim-128", "gqa", "kv-bf16", "sinks", "needle-W+1", "needle-W-1"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, neox()}}, 8, 1, 128, random, 134);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}}, 8, 1, 128, random, 134);
     c.config.k_format = c.config.v_format = KvFormat::int8(Int8Scheme::q8_0, Rounding::half_away);
     single(c, {10, 1, 5});
     set.push_back(spec("d128_mqa_int8_q8_0", {"head_dim-128", "mqa", "int8-q8_0", "chunk>W"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 1, neox()}}, 8, 2, 64, random, 135);
+    Case c = shaped_case({LayerConfig{8, 1, neox()}}, 8, 2, 64, random, 135);
     c.config.k_format = c.config.v_format = KvFormat::int8(Int8Scheme::per_head, Rounding::nearest_even);
     c.config.batch = 2;
     c.config.start_positions = {0, 40};
@@ -318,12 +309,12 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("d64_int8_batch_reset", {"head_dim-64", "int8-per_head", "reset-reuse", "batch-mixed", "sit-out", "gqa"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, gptj()}}, 16, 4, 128, random, 136);
+    Case c = shaped_case({LayerConfig{8, 0, gptj()}}, 16, 4, 128, random, 136);
     single(c, {9, 1}, k2p20 + 3);
     set.push_back(spec("d128_gqa_gptj_random", {"head_dim-128", "gqa", "rope-gptj", "pos-2^20", "chunk>W"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 4, neox()}}, 8, 2, 64, random, 137);
+    Case c = shaped_case({LayerConfig{8, 4, neox()}}, 8, 2, 64, random, 137);
     c.config.k_format = c.config.v_format = fmt_of(DType::fp8_e4m3, 0.5f);
     single(c, {12, 1, 1});
     set.push_back(spec("d64_gqa_fp8_e4m3", {"head_dim-64", "gqa", "kv-fp8-e4m3", "sinks", "chunk>W"}, c));
@@ -337,7 +328,7 @@ std::vector<GoldenSpec> golden_set() {
   // ring still holds, a stale cell's index is beyond every query that could see it before it is
   // overwritten (spec §2), so only the cache shows it.
   {
-    Case c = shape({LayerConfig{4, 0, neox()}, LayerConfig{6, 2, gptj()}, LayerConfig{3, 1, no_rope()}}, 2, 1, 16,
+    Case c = shaped_case({LayerConfig{4, 0, neox()}, LayerConfig{6, 2, gptj()}, LayerConfig{3, 1, no_rope()}}, 2, 1, 16,
                    random, 138);
     schedule(c, {30}, {StepPlan{{}, {7}}, StepPlan{{}, {2}},
                        reset_then(0, 11, 1, {1}), StepPlan{{}, {5}},    // p0 30 -> 11: down
@@ -346,7 +337,7 @@ std::vector<GoldenSpec> golden_set() {
                                                 "mqa", "rope-none", "rope-gptj", "rope-neox"}, c));
   }
   {
-    Case c = shape({LayerConfig{5, 1, neox()}, LayerConfig{3, 0, neox(500000.0)}}, 4, 2, 16, random, 139);
+    Case c = shaped_case({LayerConfig{5, 1, neox()}, LayerConfig{3, 0, neox(500000.0)}}, 4, 2, 16, random, 139);
     schedule(c, {7, 7}, {StepPlan{{}, {5, 3}}, StepPlan{{}, {4, 1}},
                          reset_then(0, 7, 2, {1, 1}),     // p0 unchanged; the new sequence (3 tokens) is shorter
                          StepPlan{{}, {2, 0}},
@@ -356,7 +347,7 @@ std::vector<GoldenSpec> golden_set() {
                                                         "batch-mixed", "sit-out", "sinks", "gqa"}, c));
   }
   {
-    Case c = shape({LayerConfig{6, 0, neox()}, LayerConfig{4, 2, neox()}, LayerConfig{8, 0, gptj()}}, 2, 2, 16, random,
+    Case c = shaped_case({LayerConfig{6, 0, neox()}, LayerConfig{4, 2, neox()}, LayerConfig{8, 0, gptj()}}, 2, 2, 16, random,
                    140);
     schedule(c, {0}, {StepPlan{{}, {10}},
                       reset_then(0, 5, 1, {1}), StepPlan{{}, {3}},     // p0 0 -> 5: up, inside the old positions
@@ -366,7 +357,7 @@ std::vector<GoldenSpec> golden_set() {
                                               "mha", "chunk>W"}, c));
   }
   {  // INT8 with resets both ways; every fourth K and V row is zero (all-zero INT8 groups: scale 0, codes 0)
-    Case c = shape({LayerConfig{4, 1, neox()}, LayerConfig{6, 0, neox()}}, 2, 1, 32, random, 141);
+    Case c = shaped_case({LayerConfig{4, 1, neox()}, LayerConfig{6, 0, neox()}}, 2, 1, 32, random, 141);
     c.config.k_format = KvFormat::int8(Int8Scheme::q8_0, Rounding::half_away);
     c.config.v_format = KvFormat::int8(Int8Scheme::per_head, Rounding::nearest_even);
     c.zero_rows_every = 4;
@@ -377,7 +368,7 @@ std::vector<GoldenSpec> golden_set() {
                                                      "reset-reuse", "multi-layer", "sinks", "mqa"}, c));
   }
   {  // static INT8 that clamps (|x| above 127 * scale), with softcap and an explicit softmax scale
-    Case c = shape({LayerConfig{8, 1, gptj()}}, 4, 2, 32, random, 142);
+    Case c = shaped_case({LayerConfig{8, 1, gptj()}}, 4, 2, 32, random, 142);
     c.config.k_format = KvFormat::int8(Int8Scheme::static_tensor, Rounding::nearest_even, 0.02f);
     c.config.v_format = KvFormat::int8(Int8Scheme::static_tensor, Rounding::half_away, 0.006f);
     c.config.softcap = 6.0;
@@ -388,7 +379,7 @@ std::vector<GoldenSpec> golden_set() {
                                                        "k-v-dtypes-differ", "sinks", "gqa", "chunk>W"}, c));
   }
   {  // q8_0 K scales below 2^-14 (subnormal in f16); the softmax scale brings the tiny logits to O(1)
-    Case c = shape({LayerConfig{8, 0, neox()}}, 2, 1, 64, random, 143);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}}, 2, 1, 64, random, 143);
     c.config.k_format = c.config.v_format = KvFormat::int8(Int8Scheme::q8_0, Rounding::nearest_even);
     c.config.softmax_scale = 4000.0;
     c.qk_amplitude = 0.004f;
@@ -396,14 +387,14 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("q8_0_subnormal_scales", {"int8-q8_0", "softmax-scale", "head_dim-64", "mqa", "chunk>W"}, c));
   }
   {  // fp8 e4m3 past its largest finite value (448 * scale), scales not powers of two
-    Case c = shape({LayerConfig{8, 1, neox()}}, 2, 1, 32, random, 144);
+    Case c = shaped_case({LayerConfig{8, 1, neox()}}, 2, 1, 32, random, 144);
     c.config.k_format = fmt_of(DType::fp8_e4m3, 0.003f);   // |k| > 1.344 saturates
     c.config.v_format = fmt_of(DType::fp8_e4m3, 0.0017f);  // |v| > 0.7616 saturates
     single(c, {9, 1, 4});
     set.push_back(spec("fp8_e4m3_saturated", {"kv-fp8-e4m3", "k-v-dtypes-differ", "sinks", "mqa", "chunk>W"}, c));
   }
   {  // fp8 e5m2 past 57344 * scale, scales not powers of two, in two layers
-    Case c = shape({LayerConfig{8, 0, neox()}, LayerConfig{5, 2, gptj()}}, 2, 1, 32, random, 145);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}, LayerConfig{5, 2, gptj()}}, 2, 1, 32, random, 145);
     c.config.k_format = fmt_of(DType::fp8_e5m2, 2.5e-5f);  // |k| > 1.4336 saturates
     c.config.v_format = fmt_of(DType::fp8_e5m2, 1.5e-5f);  // |v| > 0.86016 saturates
     single(c, {9, 1, 4});
@@ -411,7 +402,7 @@ std::vector<GoldenSpec> golden_set() {
                                               "per-layer-rope", "sinks", "mqa"}, c));
   }
   {  // softcap with learned sink logits, and a reset to a p0 just above the old positions
-    Case c = shape({LayerConfig{8, 0, neox()}, LayerConfig{5, 0, gptj()}}, 2, 1, 32, random, 146);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}, LayerConfig{5, 0, gptj()}}, 2, 1, 32, random, 146);
     c.config.softcap = 4.0;
     c.config.sink_logits = {{1.5f, -0.5f}, {3.0f, 0.25f}};
     c.qk_amplitude = 3.0f;
@@ -420,7 +411,7 @@ std::vector<GoldenSpec> golden_set() {
                                                "reset-reuse", "mqa", "chunk>W"}, c));
   }
   {  // sink tokens together with sink logits (needles: the first sink competes with the learned logit)
-    Case c = shape({LayerConfig{4, 2, neox()}, LayerConfig{6, 1, neox()}}, 2, 1, 32, needle, 147);
+    Case c = shaped_case({LayerConfig{4, 2, neox()}, LayerConfig{6, 1, neox()}}, 2, 1, 32, needle, 147);
     c.config.sink_logits = {{2.0f, -1.0f}, {0.5f, 1.0f}};
     single(c, {5, 1, 1, 6, 1});
     set.push_back(spec("sinks_sink_logits", {"sinks", "sink-logits", "multi-layer", "mqa",
@@ -434,7 +425,7 @@ std::vector<GoldenSpec> golden_set() {
     RopeConfig b = gptj(500000.0);
     b.scaling = RopeScaling::ntk;
     b.factor = 4.0;
-    Case c = shape({LayerConfig{8, 1, a}, LayerConfig{8, 0, b}}, 2, 1, 32, random, 148);
+    Case c = shaped_case({LayerConfig{8, 1, a}, LayerConfig{8, 0, b}}, 2, 1, 32, random, 148);
     single(c, {9, 1, 4}, 3000);
     set.push_back(spec("rope_linear_ntk_partial", {"rope-linear", "rope-ntk", "partial-rotary", "per-layer-rope",
                                                    "rope-neox", "rope-gptj", "multi-layer"}, c));
@@ -451,7 +442,7 @@ std::vector<GoldenSpec> golden_set() {
     return r;
   };
   {
-    Case c = shape({LayerConfig{4, 0, scaled(neox(), RopeScaling::ntk, 4.0, 16)},
+    Case c = shaped_case({LayerConfig{4, 0, scaled(neox(), RopeScaling::ntk, 4.0, 16)},
                     LayerConfig{6, 1, scaled(gptj(500000.0), RopeScaling::ntk, 8.0, 8)}}, 2, 1, 32, random, 178);
     c.config.softcap = 3.0;
     c.config.sink_logits = {{2.5f, -1.5f}, {1.0f, 3.5f}};
@@ -461,7 +452,7 @@ std::vector<GoldenSpec> golden_set() {
                                                            "multi-layer", "per-layer-rope", "mqa"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, scaled(neox(), RopeScaling::linear, 4.0, 16)}}, 4, 2, 32, random, 179);
+    Case c = shaped_case({LayerConfig{8, 0, scaled(neox(), RopeScaling::linear, 4.0, 16)}}, 4, 2, 32, random, 179);
     c.config.softcap = 5.0;
     c.config.sink_logits = {{3.0f, -2.0f, 4.5f, 1.0f}};
     c.qk_amplitude = 3.0f;
@@ -470,19 +461,19 @@ std::vector<GoldenSpec> golden_set() {
                                                                   "partial-rotary", "gqa"}, c));
   }
   {
-    Case c = shape({LayerConfig{8, 0, scaled(neox(), RopeScaling::ntk, 8.0, 32)},
+    Case c = shaped_case({LayerConfig{8, 0, scaled(neox(), RopeScaling::ntk, 8.0, 32)},
                     LayerConfig{64, 0, scaled(gptj(), RopeScaling::ntk, 2.0, 16)}}, 2, 1, 64, random, 180);
     single(c, {9, 1, 3}, 20000);
     set.push_back(spec("rope_ntk_partial_d64", {"rope-ntk", "partial-rotary", "multi-layer", "per-layer-rope",
                                                 "head_dim-64", "mqa"}, c));
   }
   {  // NTK on 8 of 16 dims, with sink tokens and GQA
-    Case c = shape({LayerConfig{8, 2, scaled(neox(), RopeScaling::ntk, 16.0, 8)}}, 4, 2, 16, random, 187);
+    Case c = shaped_case({LayerConfig{8, 2, scaled(neox(), RopeScaling::ntk, 16.0, 8)}}, 4, 2, 16, random, 187);
     single(c, {10, 1, 2}, 100000);
     set.push_back(spec("rope_ntk_partial_gqa_sinks", {"rope-ntk", "partial-rotary", "sinks", "gqa", "chunk>W"}, c));
   }
   {  // K e4m3 past 448 * scale, V e5m2 past 57344 * scale, two sequences
-    Case c = shape({LayerConfig{8, 1, neox()}}, 2, 1, 32, random, 181);
+    Case c = shaped_case({LayerConfig{8, 1, neox()}}, 2, 1, 32, random, 181);
     c.config.k_format = fmt_of(DType::fp8_e4m3, 0.003f);
     c.config.v_format = fmt_of(DType::fp8_e5m2, 1.5e-5f);
     schedule(c, {0, 30}, {StepPlan{{}, {6, 4}}, StepPlan{{}, {1, 1}}, StepPlan{{}, {4, 5}}});
@@ -490,7 +481,7 @@ std::vector<GoldenSpec> golden_set() {
                                                        "batch-mixed"}, c));
   }
   {  // K e5m2 past 57344 * scale, V e4m3 past 448 * scale, GQA in two layers
-    Case c = shape({LayerConfig{6, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 32, random, 182);
+    Case c = shaped_case({LayerConfig{6, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 32, random, 182);
     c.config.k_format = fmt_of(DType::fp8_e5m2, 2.5e-5f);
     c.config.v_format = fmt_of(DType::fp8_e4m3, 0.0017f);
     single(c, {7, 1, 4}, 11);
@@ -498,7 +489,7 @@ std::vector<GoldenSpec> golden_set() {
                                                        "gqa"}, c));
   }
   {  // static INT8 K clamped at |x| > 1.27 (both signs), V e5m2 saturated
-    Case c = shape({LayerConfig{8, 0, neox()}, LayerConfig{5, 2, neox()}}, 2, 1, 32, random, 183);
+    Case c = shaped_case({LayerConfig{8, 0, neox()}, LayerConfig{5, 2, neox()}}, 2, 1, 32, random, 183);
     c.config.k_format = KvFormat::int8(Int8Scheme::static_tensor, Rounding::nearest_even, 0.01f);
     c.config.v_format = fmt_of(DType::fp8_e5m2, 1.5e-5f);
     single(c, {9, 1, 3}, 40);
@@ -506,14 +497,14 @@ std::vector<GoldenSpec> golden_set() {
                                                         "sinks", "mqa"}, c));
   }
   {  // W = 1 next to a layer with sinks, reset to a higher p0 and then to the same one
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{3, 2, gptj()}}, 2, 1, 16, random, 149);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{3, 2, gptj()}}, 2, 1, 16, random, 149);
     schedule(c, {0}, {StepPlan{{}, {6}}, reset_then(0, 2, 1, {1}), StepPlan{{}, {2}}, reset_then(0, 2, 2, {3})});
     set.push_back(spec("window_1_layers_reset", {"W=1", "multi-layer", "per-layer-rope", "reset-reuse",
                                                  "sinks", "mqa"}, c));
   }
   {  // positions just below 2^31 in two layers, with resets up and down
     const int64_t top = int64_t{1} << 31;
-    Case c = shape({LayerConfig{8, 1, neox()}, LayerConfig{4, 0, gptj(500000.0)}}, 2, 1, 32, random, 150);
+    Case c = shaped_case({LayerConfig{8, 1, neox()}, LayerConfig{4, 0, gptj(500000.0)}}, 2, 1, 32, random, 150);
     schedule(c, {top - 40}, {StepPlan{{}, {12}},
                              reset_then(0, top - 26, 1, {1}), StepPlan{{}, {5}},   // up, 3 above the old last
                              reset_then(0, top - 60, 2, {3})});                    // down
@@ -522,7 +513,7 @@ std::vector<GoldenSpec> golden_set() {
   }
   {  // three sequences at the same positions with different data and chunk sizes: a wrong batch
      // stride or one ring shared by the sequences changes outputs
-    Case c = shape({LayerConfig{5, 1, neox()}, LayerConfig{3, 0, neox()}}, 4, 2, 16, random, 151);
+    Case c = shaped_case({LayerConfig{5, 1, neox()}, LayerConfig{3, 0, neox()}}, 4, 2, 16, random, 151);
     schedule(c, {0, 0, 0}, {StepPlan{{}, {3, 5, 2}}, StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {4, 2, 6}},
                             StepPlan{{}, {1, 0, 1}}, StepPlan{{}, {2, 3, 1}}});
     set.push_back(spec("batch3_same_positions", {"batch-mixed", "sit-out", "multi-layer", "sinks", "gqa",
@@ -542,37 +533,37 @@ std::vector<GoldenSpec> golden_set() {
     return a;
   };
   {
-    Case c = shape(sliding_and_full(4, 500000.0), 2, 1, 128, needle, 152);
+    Case c = shaped_case(sliding_and_full(4, 500000.0), 2, 1, 128, needle, 152);
     kv(c, DType::bf16).config.softmax_scale = 0.125;
     core_ring_schedule(c);
     set.push_back(spec("core_d128_bf16_mqa_ring", with(ring_classes, {"head_dim-128", "kv-bf16", "mqa", "softmax-scale"}), c));
   }
   {
-    Case c = shape(sliding_and_full(4), 4, 2, 64, needle, 153);
+    Case c = shaped_case(sliding_and_full(4), 4, 2, 64, needle, 153);
     kv(c, DType::bf16).config.softmax_scale = 0.1;
     core_ring_schedule(c);
     set.push_back(spec("core_d64_bf16_gqa_ring", with(ring_classes, {"head_dim-64", "kv-bf16", "gqa", "softmax-scale"}), c));
   }
   {
-    Case c = shape(sliding_and_full(4), 2, 2, 16, needle, 154);
+    Case c = shaped_case(sliding_and_full(4), 2, 2, 16, needle, 154);
     core_ring_schedule(c);
     set.push_back(spec("core_f32_mha_ring", with(ring_classes, {"mha"}), c));
   }
   {
-    Case c = shape(sliding_and_full(4), 4, 2, 16, needle, 155);
+    Case c = shaped_case(sliding_and_full(4), 4, 2, 16, needle, 155);
     c.config.softmax_scale = 0.3;
     core_ring_schedule(c);
     set.push_back(spec("core_f32_gqa_ring", with(ring_classes, {"gqa", "softmax-scale"}), c));
   }
   {  // GQA at head dim 128 (a query head reading the wrong kv head shows), the wrap in one chunk
-    Case c = shape({LayerConfig{4, 0, neox(500000.0)}}, 4, 2, 128, needle, 156);
+    Case c = shaped_case({LayerConfig{4, 0, neox(500000.0)}}, 4, 2, 128, needle, 156);
     kv(c, DType::bf16);
     single(c, {3, 5, 1}, 5);
     set.push_back(spec("core_d128_bf16_gqa_needle", {"head_dim-128", "kv-bf16", "gqa", "t=W", "t=W+1", "t=kW", "chunk>W",
                                                      "chunk-crosses-wrap", "needle-W+1", "needle-W-1"}, c));
   }
   {  // W = 1 beside a full-attention layer, two sequences, resets up (stale cells visible) and down
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 2, 128, random, 157);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 2, 128, random, 157);
     kv(c, DType::bf16);
     schedule(c, {0, 50}, {StepPlan{{}, {3, 1}},
                           StepPlan{{}, {0, 2}},
@@ -584,7 +575,7 @@ std::vector<GoldenSpec> golden_set() {
                                                  "reset-p0-down", "reset-shorter"}, c));
   }
   {
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 2, 64, random, 158);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 2, 64, random, 158);
     kv(c, DType::bf16);
     schedule(c, {20, 0}, {StepPlan{{}, {2, 4}},
                           reset_then(1, 0, 1, {1, 0}),     // same p0, sitting out
@@ -595,7 +586,7 @@ std::vector<GoldenSpec> golden_set() {
                                                 "reset-p0-down", "reset-shorter"}, c));
   }
   {
-    Case c = shape({LayerConfig{4, 0, neox()}}, 2, 1, 64, needle, 159);
+    Case c = shaped_case({LayerConfig{4, 0, neox()}}, 2, 1, 64, needle, 159);
     kv(c, DType::f16);
     single(c, {2, 5, 1, 1}, 30);
     set.push_back(spec("core_d64_f16_mqa_needle", {"head_dim-64", "kv-f16", "mqa", "chunk>W", "chunk-crosses-wrap",
@@ -604,7 +595,7 @@ std::vector<GoldenSpec> golden_set() {
   // W = 1 and head dim 128 for engines of f32 or f16 K/V without sinks at positions below 2^17 (the
   // cases above are bf16, near 2^20 or 2^31, or carry sinks): RoPE halves of 16 and 64, multiples of 8.
   {  // W = 1 beside a full-attention layer, GQA, two sequences: reset up (stale cells visible) and same
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 32, random, 170);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 32, random, 170);
     schedule(c, {3, 60}, {StepPlan{{}, {2, 3}},
                           StepPlan{{}, {1, 0}},
                           reset_then(1, 65, 1, {1, 1}),    // up: the old positions 60..62 get indices -5..-3
@@ -613,7 +604,7 @@ std::vector<GoldenSpec> golden_set() {
                                            "sit-out", "reset-p0-up", "reset-p0-same", "reset-shorter"}, c));
   }
   {  // head dim 128 in f16, GQA, W = 2: every ring boundary in 5 rows (the wrap inside a chunk of 3)
-    Case c = shape({LayerConfig{2, 0, neox(500000.0)}}, 4, 2, 128, needle, 171);
+    Case c = shaped_case({LayerConfig{2, 0, neox(500000.0)}}, 4, 2, 128, needle, 171);
     kv(c, DType::f16).config.softmax_scale = 0.125;
     single(c, {1, 3, 1}, 9);
     set.push_back(spec("core_d128_f16_gqa_ring", {"head_dim-128", "kv-f16", "gqa", "softmax-scale", "t<W", "t=W-1", "t=W",
@@ -622,7 +613,7 @@ std::vector<GoldenSpec> golden_set() {
   // Positions near 2^20 and 2^31 in f32 at head dims 64 and 128 (W = 1 beside a full layer, so the
   // full layer's RoPE is judged over every key).
   const auto positions = [&](const char* name, std::vector<std::string> classes, int D, int64_t last, uint64_t seed) {
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 1, D, random, seed);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 1, D, random, seed);
     single(c, {3, 1, 2});
     c.config.start_positions = {last - (c.config.max_tokens - 1)};  // the last token at `last`
     if (D == 128) c.config.softmax_scale = 0.1;
@@ -637,7 +628,7 @@ std::vector<GoldenSpec> golden_set() {
   // ---- one feature on a core case: K and V in different core formats, next to sinks, sink logits or q8_0 ----
   const auto k_v_differ = [&](const char* name, std::vector<std::string> classes, std::vector<LayerConfig> layers,
                               KvFormat k, KvFormat v, uint64_t seed) {
-    Case c = shape(std::move(layers), 2, 1, 32, random, seed);
+    Case c = shaped_case(std::move(layers), 2, 1, 32, random, seed);
     c.config.k_format = k;
     c.config.v_format = v;
     single(c, {5, 1, 3}, 9);
@@ -649,7 +640,7 @@ std::vector<GoldenSpec> golden_set() {
              {LayerConfig{4, 1, neox()}, LayerConfig{64, 0, neox()}}, fmt_of(DType::bf16), fmt_of(DType::f32), 165);
   {  // sink logits as the one feature: K and V in one half-precision format (K != V is a feature too)
     const auto logits = [&](const char* name, DType d, const char* cls, uint64_t seed) {
-      Case c = shape({LayerConfig{4, 0, neox()}}, 2, 1, 32, random, seed);
+      Case c = shaped_case({LayerConfig{4, 0, neox()}}, 2, 1, 32, random, seed);
       c.config.k_format = c.config.v_format = fmt_of(d);
       c.config.sink_logits = {{1.0f, -0.5f}};
       single(c, {5, 1, 3}, 9);
@@ -675,7 +666,7 @@ std::vector<GoldenSpec> golden_set() {
   };
   const auto rollback_case = [&](const char* name, std::vector<std::string> classes, std::vector<LayerConfig> layers,
                                  int D, DType dtype, uint64_t seed, std::vector<int64_t> p0, std::vector<StepPlan> steps) {
-    Case c = shape(std::move(layers), 2, 1, D, random, seed);
+    Case c = shaped_case(std::move(layers), 2, 1, D, random, seed);
     kv(c, dtype);
     schedule(c, std::move(p0), std::move(steps));
     c.config.max_tokens = 40;
@@ -757,14 +748,14 @@ std::vector<GoldenSpec> golden_set() {
                                                      "reset-reuse", "reset-p0-same", "reset-shorter", "multi-layer",
                                                      "sliding-and-full", "needle-W+1", "needle-W-1"};
   {
-    Case c = shape(sliding_and_full(4, 500000.0), 2, 2, 128, needle, 172);
+    Case c = shaped_case(sliding_and_full(4, 500000.0), 2, 2, 128, needle, 172);
     kv(c, DType::bf16).config.softmax_scale = 0.125;
     core_ring_schedule(c, true);
     set.push_back(spec("core_p0_0_d128_bf16_mha_ring", with(ring_classes_from_0, {"head_dim-128", "kv-bf16", "mha",
                                                                                 "softmax-scale"}), c));
   }
   {
-    Case c = shape(sliding_and_full(4), 2, 1, 16, needle, 174);
+    Case c = shaped_case(sliding_and_full(4), 2, 1, 16, needle, 174);
     c.config.softmax_scale = 0.3;
     core_ring_schedule(c, true);
     set.push_back(spec("core_p0_0_f32_mqa_ring", with(ring_classes_from_0, {"mqa", "softmax-scale"}), c));
@@ -772,7 +763,7 @@ std::vector<GoldenSpec> golden_set() {
   const std::vector<std::string> w1_from_0{"W=1", "W>=length", "multi-layer", "sliding-and-full", "reset-reuse",
                                            "reset-p0-same", "reset-shorter"};
   {  // W = 1 beside a full layer, two sequences from 0, each reset to 0 (shorter after it)
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 1, 128, random, 175);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 2, 1, 128, random, 175);
     kv(c, DType::bf16).config.softmax_scale = 0.125;
     schedule(c, {0, 0}, {StepPlan{{}, {3, 1}},
                          StepPlan{{}, {0, 2}},
@@ -786,7 +777,7 @@ std::vector<GoldenSpec> golden_set() {
   // 64 and in f32.
   const auto w1_one_sequence = [&](const char* name, std::vector<std::string> classes, int D, DType dtype,
                                    uint64_t seed) {
-    Case c = shape({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, D, random, seed);
+    Case c = shaped_case({LayerConfig{1, 0, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, D, random, seed);
     kv(c, dtype).config.softmax_scale = 0.25;
     schedule(c, {0}, {StepPlan{{}, {3}}, StepPlan{{}, {1}}, reset_then(0, 0, 1, {2}), StepPlan{{}, {1}},
                       reset_then(0, 0, 2, {1})});
@@ -795,7 +786,7 @@ std::vector<GoldenSpec> golden_set() {
   w1_one_sequence("core_p0_0_d64_bf16_w1_gqa_one_sequence", {"head_dim-64", "kv-bf16"}, 64, DType::bf16, 173);
   w1_one_sequence("core_p0_0_f32_w1_gqa_one_sequence", {}, 32, DType::f32, 176);
   {  // one sequence (max_batch 1) through the ring, reset down, then up just above the positions held
-    Case c = shape(sliding_and_full(4), 4, 2, 16, needle, 177);
+    Case c = shaped_case(sliding_and_full(4), 4, 2, 16, needle, 177);
     schedule(c, {50}, {StepPlan{{}, {6}}, StepPlan{{}, {1}}, reset_then(0, 20, 1, {3}), StepPlan{{}, {1}},
                        reset_then(0, 23, 2, {5})});
     set.push_back(spec("core_f32_one_sequence_resets", {"gqa", "reset-reuse", "reset-p0-down", "reset-p0-up",
@@ -808,14 +799,14 @@ std::vector<GoldenSpec> golden_set() {
   // and no rollback: a prefill of unequal prompts, then one-token decode steps past the wrap. In f32 and
   // bf16 at head dim 128, and with sink tokens (mlx-lm's keep) at head dim 64.
   {
-    Case c = shape(sliding_and_full(4), 4, 2, 32, needle, 184);  // the default scale: llama.cpp's gemma2 runs it
+    Case c = shaped_case(sliding_and_full(4), 4, 2, 32, needle, 184);  // the default scale: llama.cpp's gemma2 runs it
     schedule(c, {0, 0, 0}, {StepPlan{{}, {5, 2, 7}}, StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {1, 1, 1}},
                             StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {1, 1, 1}}, StepPlan{{}, {1, 1, 1}},
                             StepPlan{{}, {1, 1, 1}}});
     set.push_back(spec("core_p0_0_batch_generation_f32_gqa", {"multi-layer", "sliding-and-full", "gqa"}, c));
   }
   {
-    Case c = shape(sliding_and_full(4, 500000.0), 2, 1, 128, needle, 185);
+    Case c = shaped_case(sliding_and_full(4, 500000.0), 2, 1, 128, needle, 185);
     kv(c, DType::bf16);
     schedule(c, {0, 0}, {StepPlan{{}, {6, 3}}, StepPlan{{}, {1, 1}}, StepPlan{{}, {1, 1}}, StepPlan{{}, {1, 1}},
                          StepPlan{{}, {1, 1}}, StepPlan{{}, {1, 1}}});
@@ -824,7 +815,7 @@ std::vector<GoldenSpec> golden_set() {
   }
   {
     // needles: an evicted sink moves an output by O(1), beyond a bf16 engine's bound
-    Case c = shape({LayerConfig{4, 2, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 64, needle, 186);
+    Case c = shaped_case({LayerConfig{4, 2, neox()}, LayerConfig{64, 0, neox()}}, 4, 2, 64, needle, 186);
     kv(c, DType::bf16);
     schedule(c, {0, 0, 0, 0}, {StepPlan{{}, {3, 7, 5, 2}}, StepPlan{{}, {1, 1, 1, 1}}, StepPlan{{}, {1, 1, 1, 1}},
                                StepPlan{{}, {1, 1, 1, 1}}, StepPlan{{}, {1, 1, 1, 1}}, StepPlan{{}, {1, 1, 1, 1}}});

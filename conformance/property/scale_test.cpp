@@ -205,6 +205,45 @@ TEST(ScaleRun, TheBoundariesAloneCatchTheWindowMutantsAndPassTheReference) {
   EXPECT_EQ(caught, static_cast<int>(window_bugs.size()));
 }
 
+/// The scale shape for the controls: D 128, GQA 4, W 1024 with sinks, a chunk of 700 and one of 500
+/// crossing W and the wrap from 2^24 - 900, decode; a second sequence at position 0 beside it.
+ScaleCase control_case(KvFormat kv) {
+  ScaleCase sc;
+  sc.name = "scale/test/controls";
+  LayerConfig l;
+  l.window = 1024;
+  l.sinks = 4;
+  l.rope.theta = 500000;
+  sc.c = shaped_case({l}, 8, 2, 128, DataMode::needle, 9);
+  Config& cfg = sc.c.config;
+  cfg.batch = 2;
+  cfg.max_tokens = 1300;
+  cfg.k_format = cfg.v_format = kv;
+  cfg.start_positions = {(int64_t{1} << 24) - 900, 0};
+  sc.c.steps = {StepPlan{{}, {700, 90}, {}}, StepPlan{{}, {500, 1}, {}}, StepPlan{{}, {1, 1}, {}},
+                StepPlan{{}, {1, 0}, {}}};
+  sc.sample_every = 8;
+  return sc;
+}
+
+// Every control (a correct engine with other precision or summation order, declared) passes a case at
+// the scale shape: the bounds, derived for the golden set's small shapes, hold at D 128 and a window of
+// 1024 keys, in f16 and q8_0 storage.
+TEST(ScaleRun, EveryControlPassesAtTheScaleShape) {
+  int controls = 0;
+  for (const KvFormat& kv : {KvFormat::of(DType::f16), KvFormat::int8(Int8Scheme::q8_0, Rounding::half_away)}) {
+    const ScaleCase sc = control_case(kv);
+    for (const MutantInfo& m : all_mutants()) {
+      if (!m.must_pass) continue;
+      const ScaleOutcome o = run_scale_case(m.factory, sc);
+      EXPECT_TRUE(o.passed) << m.name << " on " << sc.c.id() << ": " << o.failure;
+      EXPECT_GT(o.queries_sampled, o.queries_total / 16) << m.name;
+      ++controls;
+    }
+  }
+  EXPECT_GE(controls, 2 * 8);
+}
+
 TEST(ScaleCases, EveryTierIsValidNamedAndAtProductionShape) {
   std::set<std::string> names;
   for (ScaleTier t : {ScaleTier::ci, ScaleTier::host, ScaleTier::gpu, ScaleTier::gpu_long}) {

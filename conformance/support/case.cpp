@@ -133,6 +133,35 @@ void fill_chunk(const Case& c, Tensor t, int stream, int64_t first, int64_t n, f
   }
 }
 
+Case shaped_case(std::vector<LayerConfig> layers, int Hq, int Hkv, int D, DataMode data, uint64_t seed) {
+  Case c;
+  c.config.layers = std::move(layers);
+  c.config.num_q_heads = Hq;
+  c.config.num_kv_heads = Hkv;
+  c.config.head_dim = D;
+  c.data = data;
+  c.seed = seed;
+  return c;
+}
+
+std::vector<AppendedChunk> appended_chunks(const Case& c) {
+  std::vector<AppendedChunk> chunks;
+  ScheduleTracker tracker(c);
+  std::vector<int64_t> p0(static_cast<size_t>(c.config.batch));
+  for (int s = 0; s < c.config.batch; ++s) p0[static_cast<size_t>(s)] = start_position(c.config, s);
+  for (size_t st = 0; st < c.steps.size(); ++st) {
+    const StepPlan& step = c.steps[st];
+    if (!tracker.honoured(step)) continue;
+    tracker.apply(step);  // after it, a sequence holds the tokens before its chunk and the chunk
+    for (const ResetPlan& r : step.resets) p0[static_cast<size_t>(r.sequence)] = r.start_position;
+    for (int s = 0; s < c.config.batch; ++s) {
+      const int64_t n = step.tokens[static_cast<size_t>(s)];
+      if (n > 0) chunks.push_back({static_cast<int>(st), s, tracker.held(s) - n, n, p0[static_cast<size_t>(s)]});
+    }
+  }
+  return chunks;
+}
+
 void check_schedule(const Case& c) {
   ScheduleTracker tracker(c);
   for (size_t s = 0; s < c.steps.size(); ++s) {

@@ -65,6 +65,10 @@ struct Case {
   int initial_stream(int s) const { return initial_streams.empty() ? s : initial_streams[static_cast<size_t>(s)]; }
 };
 
+/// A case of these layers and heads, with batch 1, max_tokens 1 and no schedule yet: where the golden
+/// catalogue and the scale cases start.
+Case shaped_case(std::vector<LayerConfig> layers, int Hq, int Hkv, int D, DataMode data, uint64_t seed);
+
 enum class Tensor : uint64_t { q = 1, k = 2, v = 3 };
 
 /// Writes the raw (unrotated) input row x[0..D) of one (tensor, layer, stream, token, head).
@@ -111,5 +115,15 @@ class ScheduleTracker {
   std::vector<int> stream_;          // [B]
   std::vector<int64_t> high_water_;  // [L][B]
 };
+
+/// One chunk of a schedule as the spec runs it: step `step` appends `n` tokens to `sequence`, at token
+/// indices first .. first + n - 1 since its reset, whose position 0 is `start_position`.
+struct AppendedChunk {
+  int step = 0, sequence = 0;
+  int64_t first = 0, n = 0, start_position = 0;
+};
+/// Every chunk the honoured steps of c append, in schedule order (a refused step appends none; a
+/// rollback moves `first` back). Throws std::logic_error as ScheduleTracker::apply does.
+std::vector<AppendedChunk> appended_chunks(const Case& c);
 
 }  // namespace ringkv::conformance

@@ -229,14 +229,19 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
           opt.oracle ? oracle.append(s, n, b.q.data(), b.k.data(), b.v.data()) : std::vector<OracleOutput>{};
       for (int64_t t = 0; t < n; ++t) {
         const int64_t index = seen[static_cast<size_t>(s)] + t;
+        const int64_t position = oracle.start_position(s) + index;
+        // The token's record, [L][Hq][D] each, built only when the run keeps records (a scale case's
+        // thousands of tokens need none).
         TokenRecord rec;
-        rec.step = static_cast<int>(st);
-        rec.sequence = s;
-        rec.position = oracle.start_position(s) + index;
         const size_t per_tok = static_cast<size_t>(L) * static_cast<size_t>(Hq * D);
-        rec.got.resize(per_tok);
-        rec.expected.resize(per_tok);
-        rec.bound.resize(per_tok);
+        if (opt.keep_records) {
+          rec.step = static_cast<int>(st);
+          rec.sequence = s;
+          rec.position = position;
+          rec.got.resize(per_tok);
+          rec.expected.resize(per_tok);
+          rec.bound.resize(per_tok);
+        }
         for (int l = 0; l < L; ++l) {
           for (int h = 0; h < Hq; ++h) {
             // This (layer, token, head): in the step's [L][n][Hq] order and in the record's [L][Hq].
@@ -245,7 +250,7 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
             const size_t dst0 = (static_cast<size_t>(l) * static_cast<size_t>(Hq) + static_cast<size_t>(h)) *
                                 static_cast<size_t>(D);
             const float* got = b.out.data() + src_row * static_cast<size_t>(D);
-            std::copy(got, got + D, rec.got.begin() + static_cast<std::ptrdiff_t>(dst0));
+            if (opt.keep_records) std::copy(got, got + D, rec.got.begin() + static_cast<std::ptrdiff_t>(dst0));
             if (!opt.oracle || want[src_row].o.empty()) continue;  // no oracle, or a query it did not sample
             const OracleOutput& o = want[src_row];
             for (int d = 0; d < D; ++d) {
@@ -253,8 +258,10 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
               const float g = got[d];
               const double e = o.o[static_cast<size_t>(d)];
               const double bound = output_bound(ctx[static_cast<size_t>(l)], o.score, o.dims[static_cast<size_t>(d)]);
-              rec.expected[dst] = e;
-              rec.bound[dst] = bound;
+              if (opt.keep_records) {
+                rec.expected[dst] = e;
+                rec.bound[dst] = bound;
+              }
               if (!opt.compare_oracle) continue;  // records only
               ++result.outputs_checked;
               const double err = std::fabs(double(g) - e);
@@ -263,7 +270,7 @@ RunResult run_case(const EngineFactory& factory, const Case& c, const RunOptions
               if (!(err <= bound) && result.failure.empty()) {
                 std::ostringstream os;
                 os.precision(9);
-                os << "step " << st << ", sequence " << s << ", token " << index << " (position " << rec.position
+                os << "step " << st << ", sequence " << s << ", token " << index << " (position " << position
                    << "), layer " << l << ", q head " << h << ", dim " << d << ": expected " << e << ", got " << g
                    << ", |diff| " << err << " > bound " << bound;
                 result.failure = os.str();

@@ -41,7 +41,7 @@ Paths (every one judged by the committed goldens and the random set):
   `can_trim_prompt_cache` holds for every rolled-back sequence, then `trim_prompt_cache(cache, n)`; when
   it does not, trim_prompt_cache trims nothing and returns 0: the adapter reports that as a refusal
   (ringkv.Refused, which changes nothing, true here). mlx_lm's speculative_generate_step ignores the
-  0 (generate.py _rewind_cache): engines/mlx/SECTION.md.
+  0 (generate.py _rewind_cache): docs/engines.md (mlx-lm).
 
 Not expressible, declared in capabilities.json or per case as unsupported, never emulated here:
 start positions other than 0 and resets to p0 != 0 (positions come from cache.offset), INT8 and fp8

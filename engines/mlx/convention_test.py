@@ -14,10 +14,15 @@ reserve Q (RotatingKVCache(max_size = S + W + Q, keep = S)):
             also compared with spec 1.1 §5.1.2's honour rule (a refusal the spec does not make is a FINDING)
   batch     two sequences through BatchRotatingKVCache as BatchGenerator runs them: a right-padded
             prompt of 6 and 3 tokens (prepare / finalize), then one token each per step
+Then why the committed golden case batch_generation_sinks_d64_bf16 passes although batch generation evicts
+its sinks (docs/engines.md, mlx-lm): on its own schedule every query of index >= S + W sees the plain window of
+S + W keys (its outputs move by O(1)), the same schedule on the single-sequence path keeps the sinks in
+decode, and those outputs pass only because the bound of the bf16 profile the adapter declares (rope_angle
+bf16) is at its cap 2 (max|v| + |o|) there: with rope_angle f32 the same outputs fail.
 First, the selection projections of adapter.Layer must pass q, k and v through bit for bit in f32, f16, bf16.
 For each path, every query's visible set is compared with spec §2 (j <= i and (j < S or j > i - W)).
 The paths and (W, S, Q) whose sets differ are printed as FINDINGs; the test exits 1 when the set of
-differing paths is not KNOWN below (mlx-lm changed: look again, then update KNOWN and SECTION.md).
+differing paths is not KNOWN below (mlx-lm changed: look again, then update KNOWN and docs/engines.md).
 """
 import os
 import sys
@@ -25,12 +30,19 @@ from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import adapter  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "docs", "examples"))
+import adapter  # noqa: E402  (puts python/src, the ringkv package, on sys.path)
+import golden_bound  # noqa: E402  (docs/examples: output_bound() in numpy, checked against the C++ in CI)
+import read_golden_numpy  # noqa: E402
+from ringkv.golden import read_case  # noqa: E402
+
+SINKS_CASE = os.path.join(HERE, "..", "..", "golden", "cases", "batch_generation_sinks_d64_bf16.safetensors")
 
 D = 32
 ROPE = {"style": "neox", "theta": 10000.0, "scaling": "none", "factor": 1.0, "rotary_dim": None}
-# (path, has sinks) -> what mlx-lm does instead of spec §2, as found by this test (SECTION.md).
+# (path, has sinks) -> what mlx-lm does instead of spec §2, as found by this test (docs/engines.md).
 KNOWN = {
     ("prefill", True): "a chunk attends over a window of max_size = S + W keys with no sinks",
     ("wrap", True): "a chunk attends over a window of max_size = S + W keys with no sinks",
@@ -140,6 +152,93 @@ def batch(W, S, Q):
     return bad, []
 
 
+def sinks_case_visible(batched):
+    """batch_generation_sinks_d64_bf16's own config and schedule with q = k = 0 and V of (seq, index) =
+    e_{16 seq + index}, through the adapter: batch generation as the adapter picks it (batched), or the
+    single-sequence path (per-sequence RotatingKVCache with keep). Returns (engine, {(seq, index, step):
+    (seen, spec)} of the sliding layer's queries that differ from spec §2, the sliding layer)."""
+    case = read_case(SINKS_CASE)
+    t = case.tensors
+    t["q"][:], t["k"][:], t["v"][:] = 0, 0, 0  # the chunks hold views of these
+    for r, (_, seq, index, _) in enumerate(t["rows"]):
+        t["v"][:, r, :, 16 * seq + index] = 1
+    engine = adapter.MlxRing()
+    engine.start(case)
+    if not batched:
+        engine.batched = False
+        engine.caches = [[layer.new_cache() for layer in engine.model.layers] for _ in range(case.B)]
+    (l, layer), = [(l, lay) for l, lay in enumerate(case.layers) if lay["window"] < case.max_tokens]
+    W, S = layer["window"], layer["sinks"]
+    bad = {}
+    for step in case.steps:
+        for c, out in zip(step.chunks, engine.append(list(step.chunks))):
+            for r in range(c.n):
+                i = c.index + r
+                got = [x - 16 * c.seq for x in range(case.D) if out[l, r, 0, x] > 1e-3]
+                want = spec(i, W, S)
+                if got != want:
+                    bad[(c.seq, i, step.number)] = (got, want)
+    return engine, bad, layer
+
+
+def batch_generation_sinks_golden():
+    """Why batch_generation_sinks_d64_bf16 passes although deviation 2 evicts its sinks (docs/engines.md, mlx-lm).
+    Returns the parts of that explanation that no longer hold."""
+    bad = []
+    engine, batch_bad, layer = sinks_case_visible(batched=True)
+    W, S = layer["window"], layer["sinks"]
+    if not engine.batched or type(engine.caches[0]).__name__ != "BatchRotatingKVCache":
+        bad.append(f"the adapter does not run it through BatchRotatingKVCache (batched {engine.batched}, "
+                   f"caches {[type(c).__name__ for c in engine.caches]})")
+    case = engine.case
+    lengths = [sum(c.n for s in case.steps for c in s.chunks if c.seq == b) for b in range(case.B)]
+    lost = {(b, i) for b in range(case.B) for i in range(S + W, lengths[b])}  # every query of index >= S + W
+    if {(b, i) for b, i, _ in batch_bad} != lost or any(
+            got != list(range(i - S - W + 1, i + 1)) for (b, i, _), (got, _) in batch_bad.items()):
+        bad.append(f"batch generation: the queries that lose their sinks are not every query of index >= S + W "
+                   f"seeing the plain window of S + W keys: {sorted(batch_bad.items())}")
+    if not any(step > 0 for _, _, step in batch_bad):
+        bad.append("batch generation: no decode step loses the sinks")
+    _, single_bad, _ = sinks_case_visible(batched=False)
+    if any(step > 0 for _, _, step in single_bad):  # the first step's chunk of 7 is deviation 1's
+        bad.append(f"the single-sequence path (keep) loses the sinks in decode too: {sorted(single_bad.items())}")
+    # The case's own data (needles), through the adapter as it runs it, against the bound of docs/examples.
+    meta, t = read_golden_numpy.read(SINKS_CASE)
+    case = read_case(SINKS_CASE)
+    engine = adapter.MlxRing()
+    engine.start(case)
+    out = np.zeros(t["expected_f64"].shape)
+    for step in case.steps:
+        for c, o in zip(step.chunks, engine.append(list(step.chunks))):
+            out[:, c.b:c.b + c.n] = o
+    rows = [r for r, (_, seq, i, _) in enumerate(t["rows"]) if (seq, i) in lost]
+    err = np.abs(out - t["expected_f64"])[:, rows]
+    declared = engine.profile(case)
+    full_bound = golden_bound.bounds(meta, t, declared)
+    bound = full_bound[:, rows]
+    cap = golden_bound.SAFETY * (t["dim.max_abs_v"] + t["dim.abs_out"])[:, rows]
+    angle_f32 = golden_bound.bounds(meta, t, dict(declared, rope_angle="f32"))[:, rows]
+    l = case.layers.index(layer)
+    if declared["rope_angle"] != "bf16":
+        bad.append(f"the adapter declares rope_angle {declared['rope_angle']} for bf16, not bf16")
+    if err[l].max(axis=(1, 2)).min() < 0.5:
+        bad.append(f"a query that lost its sinks moves by less than 0.5: {err[l].max(axis=(1, 2)).round(3).tolist()}")
+    if (np.abs(out - t["expected_f64"]) > full_bound).any():
+        bad.append("an output fails under the declared profile: the case no longer passes")
+    hidden = err[l] > angle_f32[l]  # what a bound with f32 RoPE angles fails
+    if not hidden.any():
+        bad.append("with rope_angle f32 those outputs would pass too: the bf16 RoPE-angle term is not what hides them")
+    if not np.allclose(bound[l][hidden], cap[l][hidden] + golden_bound.TINY[declared["output"]], rtol=1e-12):
+        bad.append("an output that rope_angle f32 fails passes under a bound below its cap 2 (max|v| + |o|)")
+    print(f"batch_generation_sinks_d64_bf16: batch generation (BatchRotatingKVCache) evicts the sinks at "
+          f"{len(batch_bad)} queries ({sum(step > 0 for _, _, step in batch_bad)} in decode), the single-sequence "
+          f"path at {len(single_bad)} (the first chunk's, deviation 1); those outputs move by "
+          f"{err[l].max(axis=(1, 2)).min():.2f} to {err[l].max():.2f} and pass with rope_angle bf16 (worst "
+          f"{(err[l] / bound[l]).max():.2f} of the bound); with rope_angle f32, {hidden.sum()} of their outputs fail "
+          f"(worst {(err[l] / angle_f32[l]).max():.1f} of the bound), each under a bf16 bound at its cap 2 (max|v| + |o|)")
+    return bad
+
+
 def projections_exact():
     """The selection projections pass q, k and v through bit for bit (adapter.Layer), in every dtype."""
     rng = np.random.default_rng(1)
@@ -166,6 +265,7 @@ def main():
     inexact = projections_exact()
     if inexact:
         failures.append("the selection projections are not exact: " + ", ".join(inexact))
+    failures += [f"batch_generation_sinks_d64_bf16: {b} (docs/engines.md: look again)" for b in batch_generation_sinks_golden()]
     for W in range(1, 7):
         for S, Q in ((0, 0), (2, 0), (4, 0), (0, 2)):
             C = S + W + Q

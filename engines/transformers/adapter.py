@@ -44,7 +44,7 @@ each sequence in a cache of its own (batch 1), as a server without continuous ba
 Rollback (dynamic caches only; StaticLayer has no crop): as assisted generation does it,
 `cache.activate_past_recording()` at the start of a case with rollbacks, and after every forward
 `cache.crop(-n)` (n = the tokens rejected, 0 when none) before the next one. An exception from crop that
-leaves every layer as it was is a refusal (ringkv.Refused); transformers never refuses (see SECTION.md).
+leaves every layer as it was is a refusal (ringkv.Refused); transformers never refuses (see docs/engines.md, transformers).
 
 An exception inside the engine (a shape mismatch, ...) is not a declaration: the chunk and every later
 one of that case get NaN outputs (so the case fails where the engine failed) and the message goes to stderr.

@@ -30,7 +30,7 @@ import adapter  # noqa: E402
 
 D, T = 16, 10
 
-# Known deviation (SECTION.md, deviation 1): with sliding_window = 1, DynamicSlidingWindowLayer keeps every
+# Known deviation (docs/engines.md, transformers, deviation 1): with sliding_window = 1, DynamicSlidingWindowLayer keeps every
 # token (its slice [-sliding_window + 1:] is [0:]) while the mask is sized for W - 1 + n columns: a decode
 # query then gets a 1-column mask that broadcasts over every key, and a chunk after the first forward
 # raises a shape mismatch. A first chunk (empty cache) and the crop path (past recording, cropped to

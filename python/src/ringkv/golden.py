@@ -148,8 +148,9 @@ class Case:
             if a.dtype != np.dtype(dtype) or a.ndim != len(shape) or any(s is not None and s != g for s, g in zip(shape, a.shape)):
                 want = "[" + "][".join("*" if s is None else str(s) for s in shape) + "]"
                 raise GoldenError(f"{path}: tensor '{name}' is {a.dtype} {list(a.shape)}, expected {dtype} {want}")
-        if self.format_version == 2 and "rollbacks" not in t:
-            raise GoldenError(f"{path}: golden_format_version 2 without a 'rollbacks' tensor (format 2 is for cases with rollbacks or a rollback reserve)")
+        for name in ("rollbacks", "refused"):
+            if self.format_version == 2 and name not in t:
+                raise GoldenError(f"{path}: golden_format_version 2 without a '{name}' tensor (format 2 is for cases with rollbacks or a rollback reserve, and holds both, empty or all 0 where there are none)")
         if self.format_version == 1 and ("rollbacks" in t or "refused" in t):
             raise GoldenError(f"{path}: golden_format_version 1 with a 'rollbacks' or 'refused' tensor (those need format 2)")
 
