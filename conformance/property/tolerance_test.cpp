@@ -98,14 +98,51 @@ TEST(ToleranceBound, SplitAccumulatorsWidenTheirOwnTerms) {
   pv.pv_accumulator = Precision::f16;
   const BoundContext base = make_bound_context(c, 0, PrecisionProfile{}), with_pv = make_bound_context(c, 0, pv);
   EXPECT_EQ(score_error_bound(with_pv, s), score_error_bound(base, s));
-  const double lambda = 4, sqrt_n = 8;  // docs/tolerances.md §3: 2·e^{2Δ}·(λ√n + 1)·(u_pv - u_f32)·M_d more
+  // docs/tolerances.md §3: 2·e^{2Δ}·((λ√n + 1)·(u_pv - u_f32) + (n·u_pv)² - (n·u_f32)²)·M_d more
+  const double lambda = 4, sqrt_n = 8, n = 64;
   const double e2d = std::exp(2 * score_error_bound(base, s));
+  const double stagnation = (n * 0x1p-11) * (n * 0x1p-11) - (n * 0x1p-24) * (n * 0x1p-24);
   EXPECT_NEAR(output_bound(with_pv, s, d) - output_bound(base, s, d),
-              2 * e2d * (lambda * sqrt_n + 1) * (0x1p-11 - 0x1p-24) * d.abs_mass + 2 * (0x1p-25 - 0x1p-150) * 66 * 2,
+              2 * e2d * ((lambda * sqrt_n + 1) * (0x1p-11 - 0x1p-24) + stagnation) * d.abs_mass +
+                  2 * (0x1p-25 - 0x1p-150) * 66 * 2,
               1e-12);
   PrecisionProfile qk;
   qk.qk_accumulator = Precision::f16;
   EXPECT_GT(score_error_bound(make_bound_context(c, 0, qk), s), 100 * score_error_bound(base, s));
+}
+
+// Stagnation (docs/tolerances.md §3): the systematic term min(1, n·u)² of a sum's accumulator. It
+// is nothing for f32 at n = 4096, four times the random walk for an f16 P·V sum at n = 1024, and
+// from n·u = 1 on (n = 2048 in f16) the whole M_d: the f16 P·V bound then reaches its cap.
+TEST(ToleranceBound, StagnationTermGrowsWithNTimesU) {
+  const Config c = one_layer(64, false);
+  DimStats d = unit_dim();
+  d.abs_out = 0;  // the P·V term alone (with the spread's)
+  PrecisionProfile pv;
+  pv.pv_accumulator = Precision::f16;
+  const BoundContext base = make_bound_context(c, 0, PrecisionProfile{}), with_pv = make_bound_context(c, 0, pv);
+  const auto pv_term = [&](const BoundContext& ctx, int64_t n) {
+    ScoreStats s = unit_stats();
+    s.n_keys = n;
+    const double e2d = std::exp(2 * score_error_bound(ctx, s));
+    // Subtract all but the P·V sum's term: the weights moved, the underflow units.
+    const double tiny = ctx.profile.pv_accumulator == Precision::f16 ? 0x1p-25 : 0x1p-150;
+    return output_bound(ctx, s, d) / 2 - std::expm1(2 * score_error_bound(ctx, s)) * d.spread -
+           tiny * (static_cast<double>(n) + 2) * 2 - e2d * 0x1p-24 * d.abs_mass;
+  };
+  const auto random_walk = [](int64_t n, double u) { return (4 * std::sqrt(static_cast<double>(n)) + 1) * u; };
+  // f32 at n = 4096: (n·u)² = 2^-24, a 256th of λ√n·u.
+  EXPECT_NEAR(pv_term(base, 4096) / unit_dim().abs_mass, random_walk(4096, 0x1p-24) * (1 + 1.0 / 256), 1e-9);
+  EXPECT_LT(0x1p-24, random_walk(4096, 0x1p-24) / 250);
+  // f16 at n = 1024: (1024/2048)² = 1/4, about four times λ√n·u.
+  const double e2d = std::exp(2 * score_error_bound(with_pv, unit_stats()));
+  EXPECT_NEAR(pv_term(with_pv, 1024), e2d * (random_walk(1024, 0x1p-11) + 0.25) * d.abs_mass, 1e-9);
+  // f16 at n = 4096: the term is M_d (not n·u·M_d = 2·M_d), and the bound is capped.
+  ScoreStats s = unit_stats();
+  s.n_keys = 4096;
+  EXPECT_NEAR(pv_term(with_pv, 4096) / d.abs_mass, e2d * (random_walk(4096, 0x1p-11) + 1.0), 1e-9);
+  d.max_abs_v = 0.5;
+  EXPECT_EQ(output_bound(with_pv, s, d), 2 * 0.5 + 0x1p-150);
 }
 
 // q8_0 quantisation of q adds its own term to the score error, and only when declared.

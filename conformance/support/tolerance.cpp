@@ -22,6 +22,15 @@ double storage_term(DType config_dtype, const std::optional<Precision>& declared
   return u;
 }
 
+// The systematic error of summing n terms in unit roundoff u, relative to the sum of their
+// magnitudes: min(1, n·u)², the terms within an ulp of the running sum (a fraction min(1, n·u) of
+// them if their sizes spread evenly), each off by at most u, and never more than the worst case
+// min(1, n·u) (docs/tolerances.md §3, "The P·V accumulator").
+double stagnation(double n, double u) {
+  const double r = std::min(1.0, n * u);
+  return r * r;
+}
+
 }  // namespace
 
 double underflow_unit(Precision p) {
@@ -114,14 +123,17 @@ double output_bound(const BoundContext& ctx, const ScoreStats& s, const DimStats
   const double u_p = unit_roundoff(p.p_before_pv);
   const double u_v = storage_term(ctx.v_dtype, p.v_storage);
   const double u_out = unit_roundoff(p.output);
-  const double sqrt_n = std::sqrt(static_cast<double>(s.n_keys > 0 ? s.n_keys : 1));
+  const double n = static_cast<double>(s.n_keys > 0 ? s.n_keys : 1);
+  const double sqrt_n = std::sqrt(n);
   const double delta = score_error_bound(ctx, s);
   const double grow = std::expm1(2.0 * delta);  // |p^_j / p_j - 1| <= e^{2 delta} - 1; may be +inf
   const double e2d = grow + 1.0;
   double b = scaled(grow, d.spread);                                       // softmax weights moved
   b += scaled(e2d, d.tie_mass + u_v * d.abs_mass);                         // V beyond its spec storage
-  b += scaled(e2d, ((kLambda * sqrt_n + 1.0) * u_pv + u_p) * d.abs_mass);  // P rounding, P·V sum
-  b += ((kLambda * sqrt_n + 2.0) * u_qk + u_out) * d.abs_out;              // denominator, output rounding
+  // The sums' roundings: a random walk (λ√n) while the terms span many ulps of the running sum, and
+  // stagnation, terms lost or rounded alike once they are within an ulp of it (docs/tolerances.md §3).
+  b += scaled(e2d, ((kLambda * sqrt_n + 1.0) * u_pv + stagnation(n, u_pv) + u_p) * d.abs_mass);  // P·V sum
+  b += ((kLambda * sqrt_n + 2.0) * u_qk + stagnation(n, u_qk) + u_out) * d.abs_out;  // denominator, output
   // Gradual underflow: each weight (and each product, and the output) may lose up to
   // half a subnormal ulp absolutely, which no relative term covers.
   const double tiny =

@@ -91,8 +91,13 @@ def bounds(meta, t, profile):
 
     b = scaled(grow, t["dim.spread"])
     b = b + scaled(e2d, t["dim.tie_mass"] + u_v * t["dim.abs_mass"])
-    b = b + scaled(e2d, ((LAMBDA * sqrt_n + 1.0) * u_pv + u_p) * t["dim.abs_mass"])
-    b = b + ((LAMBDA * sqrt_n + 2.0) * u_qk + u_out) * t["dim.abs_out"]
+    n = np.maximum(s["n_keys"], 1.0)
+
+    def stagnation(u):  # the sums' systematic error once terms fall within an ulp of the sum (section 3)
+        return np.minimum(1.0, n * u) ** 2
+
+    b = b + scaled(e2d, ((LAMBDA * sqrt_n + 1.0) * u_pv + stagnation(u_pv) + u_p) * t["dim.abs_mass"])
+    b = b + ((LAMBDA * sqrt_n + 2.0) * u_qk + stagnation(u_qk) + u_out) * t["dim.abs_out"]
     tiny = max(TINY[profile["qk_accumulator"]], TINY[profile["pv_accumulator"]], TINY[profile["p_before_pv"]])
     b = b + tiny * (s["n_keys"] + 2.0) * (1.0 + t["dim.max_abs_v"]) + TINY[profile["output"]]
     # Cap (docs/tolerances.md section 3): no weighted average of the values is further than
