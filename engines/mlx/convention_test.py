@@ -18,7 +18,9 @@ Then why the committed golden case batch_generation_sinks_d64_bf16 passes althou
 its sinks (docs/engines.md, mlx-lm): on its own schedule every query of index >= S + W sees the plain window of
 S + W keys (its outputs move by O(1)), the same schedule on the single-sequence path keeps the sinks in
 decode, and those outputs pass only because the bound of the bf16 profile the adapter declares (rope_angle
-bf16) is at its cap 2 (max|v| + |o|) there: with rope_angle f32 the same outputs fail.
+bf16) is at its cap 2 (max|v| + |o|) there: with rope_angle f32 the same outputs fail. And that
+batch_generation_sinks_small_qk_d64_bf16 (the same layers, |q||k| small) judges deviation 2 under that bf16
+profile: it fails on batch generation at exactly the decode queries whose sinks are evicted, and no other.
 First, the selection projections of adapter.Layer must pass q, k and v through bit for bit in f32, f16, bf16.
 For each path, every query's visible set is compared with spec §2 (j <= i and (j < S or j > i - W)).
 The paths and (W, S, Q) whose sets differ are printed as FINDINGs; the test exits 1 when the set of
@@ -40,6 +42,7 @@ from ringkv.golden import read_case  # noqa: E402
 from ringkv.replay import run_case  # noqa: E402
 
 SINKS_CASE = os.path.join(HERE, "..", "..", "golden", "cases", "batch_generation_sinks_d64_bf16.safetensors")
+SMALL_QK_CASE = os.path.join(HERE, "..", "..", "golden", "cases", "batch_generation_sinks_small_qk_d64_bf16.safetensors")
 
 D = 32
 ROPE = {"style": "neox", "theta": 10000.0, "scaling": "none", "factor": 1.0, "rotary_dim": None}
@@ -153,12 +156,13 @@ def batch(W, S, Q):
     return bad, []
 
 
-def sinks_case_visible(batched):
-    """batch_generation_sinks_d64_bf16's own config and schedule with q = k = 0 and V of (seq, index) =
-    e_{16 seq + index}, through the adapter: batch generation as the adapter picks it (batched), or the
-    single-sequence path (per-sequence RotatingKVCache with keep). Returns (engine, {(seq, index, step):
-    (seen, spec)} of the sliding layer's queries that differ from spec §2, the sliding layer)."""
-    case = read_case(SINKS_CASE)
+def sinks_case_visible(batched, path=SINKS_CASE):
+    """A committed case's own config and schedule (batch_generation_sinks_d64_bf16 unless `path` names
+    another) with q = k = 0 and V of (seq, index) = e_{16 seq + index}, through the adapter: batch
+    generation as the adapter picks it (batched), or the single-sequence path (per-sequence
+    RotatingKVCache with keep). Returns (engine, {(seq, index, step): (seen, spec)} of the sliding
+    layer's queries that differ from spec §2, the sliding layer)."""
+    case = read_case(path)
     t = case.tensors
     t["q"][:], t["k"][:], t["v"][:] = 0, 0, 0  # the chunks hold views of these
     for r, (_, seq, index, _) in enumerate(t["rows"]):
@@ -182,11 +186,10 @@ def sinks_case_visible(batched):
     return engine, bad, layer
 
 
-def batch_generation_sinks_golden():
-    """Why batch_generation_sinks_d64_bf16 passes although deviation 2 evicts its sinks (docs/engines.md, mlx-lm).
-    Returns the parts of that explanation that no longer hold."""
+def lost_sinks(engine, batch_bad, layer):
+    """Problems with "on batch generation every query of index >= S + W, and only those, sees the plain
+    window of the last S + W keys" (deviation 2), and the set of (seq, index) of those queries."""
     bad = []
-    engine, batch_bad, layer = sinks_case_visible(batched=True)
     W, S = layer["window"], layer["sinks"]
     if not engine.batched or type(engine.caches[0]).__name__ != "BatchRotatingKVCache":
         bad.append(f"the adapter does not run it through BatchRotatingKVCache (batched {engine.batched}, "
@@ -198,6 +201,14 @@ def batch_generation_sinks_golden():
             got != list(range(i - S - W + 1, i + 1)) for (b, i, _), (got, _) in batch_bad.items()):
         bad.append(f"batch generation: the queries that lose their sinks are not every query of index >= S + W "
                    f"seeing the plain window of S + W keys: {sorted(batch_bad.items())}")
+    return bad, lost
+
+
+def batch_generation_sinks_golden():
+    """Why batch_generation_sinks_d64_bf16 passes although deviation 2 evicts its sinks (docs/engines.md, mlx-lm).
+    Returns the parts of that explanation that no longer hold."""
+    engine, batch_bad, layer = sinks_case_visible(batched=True)
+    bad, lost = lost_sinks(engine, batch_bad, layer)
     if not any(step > 0 for _, _, step in batch_bad):
         bad.append("batch generation: no decode step loses the sinks")
     _, single_bad, _ = sinks_case_visible(batched=False)
@@ -237,6 +248,41 @@ def batch_generation_sinks_golden():
     return bad
 
 
+def batch_generation_sinks_small_qk_golden():
+    """batch_generation_sinks_small_qk_d64_bf16 judges deviation 2 under the declared bf16 profile: it
+    fails on batch generation exactly where the sinks are evicted (docs/engines.md, mlx-lm). Returns the
+    parts of that which no longer hold."""
+    engine, batch_bad, layer = sinks_case_visible(batched=True, path=SMALL_QK_CASE)
+    bad, lost = lost_sinks(engine, batch_bad, layer)
+    if any(step == 0 for _, _, step in batch_bad):
+        bad.append("a prompt query loses its sinks: the case no longer judges decode alone")
+    _, single_bad, _ = sinks_case_visible(batched=False, path=SMALL_QK_CASE)
+    if single_bad:
+        bad.append(f"the single-sequence path (keep) loses sinks too: {sorted(single_bad.items())}")
+    meta, t = read_golden_numpy.read(SMALL_QK_CASE)
+    case = read_case(SMALL_QK_CASE)
+    engine = adapter.MlxRing()
+    tensors, _ = run_case(case, engine)  # ringkv.replay's own driver, as the golden run uses it
+    declared = engine.profile(case)
+    if declared["rope_angle"] != "bf16":
+        bad.append(f"the adapter declares rope_angle {declared['rope_angle']} for bf16, not bf16")
+    ratio = np.abs(tensors["out"].astype(np.float64) - t["expected_f64"]) / golden_bound.bounds(meta, t, declared)
+    l = case.layers.index(layer)
+    row_worst = ratio.max(axis=(0, 2, 3))
+    lost_rows = [r for r, (_, seq, i, _) in enumerate(t["rows"]) if (seq, i) in lost]
+    kept_rows = [r for r in range(len(t["rows"])) if r not in lost_rows]
+    failing = int((ratio[l][lost_rows].max(axis=(1, 2)) > 1).sum())
+    if failing == 0:
+        bad.append("no query that lost its sinks fails the declared bound: the case does not judge deviation 2")
+    if (row_worst[kept_rows] > 1).any():
+        bad.append(f"a query that keeps its sinks fails: {row_worst[kept_rows].max():.2f} of the bound")
+    print(f"batch_generation_sinks_small_qk_d64_bf16: batch generation evicts the sinks at {len(batch_bad)} decode "
+          f"queries (the single-sequence path at {len(single_bad)}); {failing} of them fail the declared bf16 bound "
+          f"(worst {ratio[l][lost_rows].max():.1f} of it), every other query passes (worst "
+          f"{row_worst[kept_rows].max():.2f})")
+    return bad
+
+
 def projections_exact():
     """The selection projections pass q, k and v through bit for bit (adapter.Layer), in every dtype."""
     rng = np.random.default_rng(1)
@@ -264,6 +310,8 @@ def main():
     if inexact:
         failures.append("the selection projections are not exact: " + ", ".join(inexact))
     failures += [f"batch_generation_sinks_d64_bf16: {b} (docs/engines.md: look again)" for b in batch_generation_sinks_golden()]
+    failures += [f"batch_generation_sinks_small_qk_d64_bf16: {b} (docs/engines.md: look again)"
+                 for b in batch_generation_sinks_small_qk_golden()]
     for W in range(1, 7):
         for S, Q in ((0, 0), (2, 0), (4, 0), (0, 2)):
             C = S + W + Q
