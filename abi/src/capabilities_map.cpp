@@ -115,12 +115,7 @@ Capabilities map_capabilities(const ringkv_capabilities& k, bool has_snapshot, u
     if (k.max_position > 0) c.max_position = std::min<int64_t>(k.max_position, c.max_position);
     c.kv_formats_differ = k.kv_formats_differ != 0;
   }
-  if (reads_abi_1_3_fields(plugin_abi_version) && k.rollback != 0) {  // ABI 1.3; older: no rollback
-    constexpr int64_t kMaxReserve = int64_t{1} << 30;
-    if (k.max_rollback_reserve < 0 || k.max_rollback_reserve > kMaxReserve) {
-      throw Error("plugin declares max_rollback_reserve = " + std::to_string(k.max_rollback_reserve) +
-                  ": must be in [0, 2^30]");
-    }
+  if (reads_abi_1_3_fields(plugin_abi_version) && k.rollback != 0) {  // ABI 1.3 (in range: capabilities_check); older: no rollback
     c.rollback = true;
     c.max_rollback_reserve = k.max_rollback_reserve;
   }

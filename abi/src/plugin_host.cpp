@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstring>
 #include <utility>
+#include <vector>
 
+#include "capabilities_check.hpp"
 #include "capabilities_map.hpp"
 #include "ringkv/error.hpp"
 #include "support/config_json.hpp"
@@ -169,6 +171,14 @@ void PluginHost::start_locked() {
     kill_worker_locked("refused at load");
     throw Error("plugin " + path_ + ": its capabilities declare snapshot = " + std::to_string(caps_.snapshot) +
                 ", but the snapshot function in its table is NULL (implement it, or declare snapshot = 0)");
+  }
+  // A field outside its documented range: refused at load, naming each (never read as something else).
+  if (const std::vector<std::string> bad = capability_range_errors(caps_, abi_version_); !bad.empty()) {
+    kill_worker_locked("refused at load");
+    std::string list;
+    for (const std::string& b : bad) list += (list.empty() ? "" : "; ") + b;
+    throw Error("plugin " + path_ + ": its capabilities declare " + list +
+                " (the ranges: docs/engine-abi.md, \"Capabilities\")");
   }
   mapped_ = map_capabilities(caps_, has(kHasSnapshot), abi_version_);
 }

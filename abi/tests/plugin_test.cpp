@@ -33,6 +33,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include "capabilities_check.hpp"
 #include "golden/golden.hpp"
 #include "mutants/mutants.hpp"
 #include "plugin_engine.hpp"
@@ -825,6 +826,158 @@ INSTANTIATE_TEST_SUITE_P(
         TableFault{"null_snapshot", ": its capabilities declare snapshot = 1, but the snapshot function in its table is NULL "
                                     "(implement it, or declare snapshot = 0)"}),
     [](const ::testing::TestParamInfo<TableFault>& p) { return std::string(p.param.plugin); });
+
+// ---------------------------------------------------------------- capabilities out of range (issue 36)
+
+// One capability field outside its documented range (docs/engine-abi.md, "Capabilities"): Plugin::open
+// throws, naming the field, its value and the range, and the reference plugin still passes a case. A
+// num_head_dims of 1000000 was once read as "head dim 64" and passed with most cases skipped.
+class FaultyCapabilities : public ::testing::TestWithParam<TableFault> {};
+
+TEST_P(FaultyCapabilities, AreRefusedAtLoadNamingTheFieldItsValueAndTheRange) {
+  const TableFault& fault = GetParam();
+  const std::string plugin = "caps_" + std::string(fault.plugin);
+  std::string message;
+  try {
+    Plugin::open(plugin_path(plugin), options());
+    ADD_FAILURE() << plugin << " was loaded";
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::printf("[%s] %s\n", plugin.c_str(), message.c_str());
+  const std::string expected = ": its capabilities declare " + fault.expected + " (the ranges: docs/engine-abi.md, \"Capabilities\")";
+  EXPECT_EQ(message, "plugin " + plugin_path(plugin) + expected);
+  const conformance::RunResult next = conformance::run_case(plugin_engine_factory(reference_plugin()), small_case(613));
+  EXPECT_TRUE(next.ok()) << next.failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachKind, FaultyCapabilities,
+    ::testing::Values(
+        TableFault{"num_head_dims_1000000", "num_head_dims = 1000000: must be in [0, 32] (the entries used in head_dims[32]; "
+                                            "0 = any head dim in [1, 1024])"},
+        TableFault{"head_dim_0", "head_dims[1] = 0: must be in [1, 1024] (a head dim, num_head_dims = 2)"},
+        TableFault{"max_batch_negative", "max_batch = -1: must be in [0, 1048576] (0 = any)"},
+        TableFault{"rollback_reserve_negative", "max_rollback_reserve = -1: must be in [0, 1073741824] (up to 2^30)"},
+        TableFault{"window_convention_7", "window_convention = 7: must be in [0, 1] (a ringkv_window_convention: 0 W, 1 LEFT)"},
+        TableFault{"k_dtypes_bit_9", "k_dtypes = 0x23f: may set only bits 0 to 5 (1u << RINGKV_DTYPE_x, F32 0 to INT8 5); "
+                                     "bit 9 names no such value"},
+        TableFault{"accumulator_42", "precision.accumulator = 42: must be a ringkv_precision in [0, 7] (F64 to INT8)"},
+        TableFault{"min_window_above_max", "min_window = 64: must be at most max_window = 16 (a min above its max "
+                                           "leaves no sliding window)"}),
+    [](const ::testing::TestParamInfo<TableFault>& p) { return std::string(p.param.plugin); });
+
+// The reference plugin's declaration with one change, and the errors the range check gives for it.
+struct RangeCase {
+  const char* what;
+  std::function<void(ringkv_capabilities&)> change;
+  std::vector<std::string> expected;  // in header order; empty: in range
+};
+
+std::vector<RangeCase> range_cases() {
+  using C = ringkv_capabilities&;
+  const std::string dtypes = " (1u << RINGKV_DTYPE_x, F32 0 to INT8 5); ";
+  const std::string precision = ": must be a ringkv_precision in [0, 7] (F64 to INT8)";
+  return {
+      {"a mask bit past the dtypes", [](C c) { c.k_dtypes |= 1u << 6; },
+       {"k_dtypes = 0x7f: may set only bits 0 to 5" + dtypes + "bit 6 names no such value"}},
+      {"two unknown mask bits", [](C c) { c.v_dtypes = 0x80000041u; },
+       {"v_dtypes = 0x80000041: may set only bits 0 to 5" + dtypes + "bits 6, 31 name no such value"}},
+      {"an INT8 scheme bit", [](C c) { c.int8_schemes = 0x8; },
+       {"int8_schemes = 0x8: may set only bits 0 to 2 (1u << RINGKV_INT8_x, PER_HEAD 0 to STATIC_TENSOR 2); bit 3 names no such value"}},
+      {"a rounding bit", [](C c) { c.int8_roundings = 0x5; },
+       {"int8_roundings = 0x5: may set only bits 0 to 1 (1u << RINGKV_ROUNDING_x, NEAREST_EVEN 0 and HALF_AWAY 1); bit 2 names no such value"}},
+      {"a RoPE style bit", [](C c) { c.rope_styles = 0xf; },
+       {"rope_styles = 0xf: may set only bits 0 to 2 (1u << RINGKV_ROPE_x, NONE 0 to GPTJ 2); bit 3 names no such value"}},
+      {"a RoPE scaling bit", [](C c) { c.rope_scalings = 0x10; },
+       {"rope_scalings = 0x10: may set only bits 0 to 2 (1u << RINGKV_ROPE_SCALING_x, NONE 0 to NTK 2); bit 4 names no such value"}},
+      {"an unknown window convention", [](C c) { c.window_convention = -1; },
+       {"window_convention = -1: must be in [0, 1] (a ringkv_window_convention: 0 W, 1 LEFT)"}},
+      {"an unknown threading", [](C c) { c.threading = 3; },
+       {"threading = 3: must be in [0, 2] (a ringkv_threading: 0 ONE_ENGINE_PER_THREAD, 1 THREAD_SAFE, 2 SINGLE_THREAD)"}},
+      {"a negative max_layers", [](C c) { c.max_layers = -1; }, {"max_layers = -1: must be in [0, 1024] (0 = any)"}},
+      {"max_layers beyond the spec", [](C c) { c.max_layers = 1025; }, {"max_layers = 1025: must be in [0, 1024] (0 = any)"}},
+      {"max_layers at the spec's limit", [](C c) { c.max_layers = 1024; }, {}},
+      {"a negative max_batch", [](C c) { c.max_batch = -1; }, {"max_batch = -1: must be in [0, 1048576] (0 = any)"}},
+      {"max_batch beyond the spec", [](C c) { c.max_batch = (1 << 20) + 1; },
+       {"max_batch = 1048577: must be in [0, 1048576] (0 = any)"}},
+      {"num_head_dims beyond head_dims", [](C c) { c.num_head_dims = 1000000; },
+       {"num_head_dims = 1000000: must be in [0, 32] (the entries used in head_dims[32]; 0 = any head dim in [1, 1024])"}},
+      {"num_head_dims one past head_dims", [](C c) { c.num_head_dims = 33; },
+       {"num_head_dims = 33: must be in [0, 32] (the entries used in head_dims[32]; 0 = any head dim in [1, 1024])"}},
+      {"every entry of head_dims used", [](C c) {
+         c.num_head_dims = RINGKV_MAX_HEAD_DIMS;
+         for (int32_t& d : c.head_dims) d = 64;
+       }, {}},
+      {"a head dim of 0", [](C c) { c.num_head_dims = 1, c.head_dims[0] = 0; },
+       {"head_dims[0] = 0: must be in [1, 1024] (a head dim, num_head_dims = 1)"}},
+      {"a head dim beyond the spec", [](C c) { c.num_head_dims = 2, c.head_dims[0] = 64, c.head_dims[1] = 1025; },
+       {"head_dims[1] = 1025: must be in [1, 1024] (a head dim, num_head_dims = 2)"}},
+      {"an unused head_dims entry is not read", [](C c) { c.num_head_dims = 1, c.head_dims[0] = 64, c.head_dims[1] = -7; }, {}},
+      {"a negative max_window", [](C c) { c.max_window = -1; }, {"max_window = -1: must be in [0, 2147483647] (0 = any)"}},
+      {"max_window at 2^31", [](C c) { c.max_window = int64_t{1} << 31; },
+       {"max_window = 2147483648: must be in [0, 2147483647] (0 = any)"}},
+      {"a negative max_tokens", [](C c) { c.max_tokens = -5; }, {"max_tokens = -5: must be in [0, 2147483647] (0 = any)"}},
+      {"AS_CONFIGURED outside storage", [](C c) { c.precision.q_dot = RINGKV_PRECISION_AS_CONFIGURED; },
+       {"precision.q_dot = 100" + precision}},
+      {"an unknown storage precision", [](C c) { c.precision.k_storage = 8; },
+       {"precision.k_storage = 8" + precision + " or 100 (AS_CONFIGURED)"}},
+      {"a negative storage precision", [](C c) { c.precision.v_storage = -1; },
+       {"precision.v_storage = -1" + precision + " or 100 (AS_CONFIGURED)"}},
+      {"a fixed storage precision", [](C c) { c.precision.k_storage = RINGKV_PRECISION_BF16; }, {}},
+      {"an unknown accumulator", [](C c) { c.precision.accumulator = 42; }, {"precision.accumulator = 42" + precision}},
+      {"an unknown P precision", [](C c) { c.precision.p_before_pv = 8; }, {"precision.p_before_pv = 8" + precision}},
+      {"an unknown output precision", [](C c) { c.precision.output = -2; }, {"precision.output = -2" + precision}},
+      {"an unknown RoPE-angle precision", [](C c) { c.precision.rope_angle = 9; }, {"precision.rope_angle = 9" + precision}},
+      {"split accumulators out of range", [](C c) {
+         c.precision2.split_accumulators = 1, c.precision2.qk_accumulator = 8, c.precision2.pv_accumulator = 100;
+       }, {"precision2.qk_accumulator = 8" + precision, "precision2.pv_accumulator = 100" + precision}},
+      {"unsplit accumulators are not read", [](C c) { c.precision2.split_accumulators = 0, c.precision2.qk_accumulator = 8; }, {}},
+      {"an unknown q quantisation", [](C c) { c.precision2.q_quant = 2; },
+       {"precision2.q_quant = 2: must be in [0, 1] (a ringkv_q_quant: 0 none, 1 q8_0)"}},
+      {"a negative max_sliding_windows", [](C c) { c.max_sliding_windows = -1; },
+       {"max_sliding_windows = -1: must be in [0, 1024] (0 = any; at most the 1024 layers of a config)"}},
+      {"a negative min_window", [](C c) { c.min_window = -1; }, {"min_window = -1: must be in [0, 2147483647] (0 = 1)"}},
+      {"max_position at 2^31", [](C c) { c.max_position = int64_t{1} << 31; },
+       {"max_position = 2147483648: must be in [0, 2147483647] (0 = any, below 2^31)"}},
+      {"min_window above max_window", [](C c) { c.min_window = 64, c.max_window = 16; },
+       {"min_window = 64: must be at most max_window = 16 (a min above its max leaves no sliding window)"}},
+      {"min_window equal to max_window", [](C c) { c.min_window = 16, c.max_window = 16; }, {}},
+      {"min_window with any max_window", [](C c) { c.min_window = 1 << 20, c.max_window = 0; }, {}},
+      {"reserved_1_3 set", [](C c) { c.reserved_1_3 = 1; }, {"reserved_1_3 = 1: must be in [0, 0] (reserved)"}},
+      {"rollback neither 0 nor 1", [](C c) { c.rollback = 2; }, {"rollback = 2: must be in [0, 1] (1: rollback, 0: none)"}},
+      {"a negative rollback reserve", [](C c) { c.max_rollback_reserve = -1; },
+       {"max_rollback_reserve = -1: must be in [0, 1073741824] (up to 2^30)"}},
+      {"a rollback reserve beyond 2^30", [](C c) { c.max_rollback_reserve = (int64_t{1} << 30) + 1; },
+       {"max_rollback_reserve = 1073741825: must be in [0, 1073741824] (up to 2^30)"}},
+      {"a reserve without rollback is not read", [](C c) { c.rollback = 0, c.max_rollback_reserve = -1; }, {}},
+      {"three at once, in header order", [](C c) { c.max_tokens = -1, c.threading = 9, c.num_head_dims = 40; },
+       {"threading = 9: must be in [0, 2] (a ringkv_threading: 0 ONE_ENGINE_PER_THREAD, 1 THREAD_SAFE, 2 SINGLE_THREAD)",
+        "num_head_dims = 40: must be in [0, 32] (the entries used in head_dims[32]; 0 = any head dim in [1, 1024])",
+        "max_tokens = -1: must be in [0, 2147483647] (0 = any)"}},
+  };
+}
+
+TEST(CapabilityRanges, EveryFieldOutOfItsRangeIsNamedWithItsValueAndTheRange) {
+  const ringkv_capabilities& reference = reference_plugin()->raw_capabilities();
+  ASSERT_EQ(reference.rollback, 1) << "the checks of the 1.3 fields below need a declaration with rollback";
+  EXPECT_EQ(capability_range_errors(reference, RINGKV_ABI_VERSION), std::vector<std::string>{});
+  for (const RangeCase& r : range_cases()) {
+    ringkv_capabilities c = reference;
+    r.change(c);
+    EXPECT_EQ(capability_range_errors(c, RINGKV_ABI_VERSION), r.expected) << r.what;
+  }
+}
+
+// The fields a minor appended are checked only from a plugin of that minor (as they are read).
+TEST(CapabilityRanges, FieldsOfANewerMinorAreNotCheckedForAnOlderPlugin) {
+  ringkv_capabilities c = reference_plugin()->raw_capabilities();
+  c.max_sliding_windows = -1, c.min_window = -1, c.max_position = -1;  // ABI 1.2
+  c.reserved_1_3 = 0x5a5a5a5a, c.rollback = 7, c.max_rollback_reserve = -1;  // ABI 1.3
+  EXPECT_EQ(capability_range_errors(c, RINGKV_ABI_MAKE_VERSION(1, 1)), std::vector<std::string>{});
+  EXPECT_EQ(capability_range_errors(c, RINGKV_ABI_MAKE_VERSION(1, 2)).size(), 3u);
+  EXPECT_EQ(capability_range_errors(c, RINGKV_ABI_MAKE_VERSION(1, 3)).size(), 5u);  // rollback 7: the reserve is not read
+}
 
 // A plugin of ABI 1.<our minor + 1>, with a larger table: accepted, read as far as this host knows,
 // and judged like the reference (and passing).

@@ -233,7 +233,9 @@ typedef struct ringkv_precision_profile2 {
 
 /** What the engine supports. ringkv generates cases only inside it and reports what it skipped.
     The host zeroes the struct and sets struct_size; the plugin fills every field it knows of that
-    lies within struct_size. "0 = any" fields mean no limit beyond the spec's (§12.1). */
+    lies within struct_size. "0 = any" fields mean no limit beyond the spec's (§12.1). A field outside
+    its documented range (a count beyond its array, a negative limit, an unknown enum value or mask
+    bit, a min above its max) refuses the plugin at load, naming it (docs/engine-abi.md, "The ranges"). */
 typedef struct ringkv_capabilities {
   uint32_t struct_size;       /**< set by the host: sizeof(ringkv_capabilities) */
   uint32_t k_dtypes;          /**< storage dtypes of K: bit (1u << RINGKV_DTYPE_x) each; F32 is expected */
