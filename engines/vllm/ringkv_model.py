@@ -1,0 +1,142 @@
+"""The model vLLM serves for ringkv (engines/vllm/adapter.py): an out-of-tree model class, registered
+with vLLM's ModelRegistry as model plugins register theirs, built from vLLM's own layers.
+
+    RingkvForCausalLM  (config.json: architectures ["RingkvForCausalLM"], the shape in "ringkv")
+
+Per layer l: vLLM's `Attention` (its CPU backend CPU_ATTN here; the window `per_layer_sliding_window`,
+the softmax scale, `logits_soft_cap`, learned `sinks`) and vLLM's rotary embedding from `get_rope`
+(neox or gptj, partial rotary, linear scaling; no rotary on a layer whose RoPE is "none", as vLLM's NoPE
+layers do). A token's q, k and v at every layer come from a lookup table indexed by its token id
+(`qkv` [V][L][(Hq + 2 Hkv) D], the case's raw values: filled by the adapter before each run, as weights
+are loaded), so each token's attention inputs are exactly the case's; vLLM's rotary embedding rotates
+q and k from vLLM's own position ids. The attention layers are independent, as ringkv's are: layer l's
+inputs are the table's, never layer l-1's output.
+
+Logits: the hidden state a forward returns carries the token id (base-256 digits, exact in any float
+dtype); `compute_logits` puts the only nonzero logit on `next_id[id]`, the id of the token that follows
+it in the case, so vLLM's greedy sampler generates the case's next token and the decode steps are
+vLLM's own.
+
+Read back: every forward records, for each token whose position is the one its id was given for, the
+attention output of every layer and the rotated q and k (`out`, `q_rot`, `k_rot` [V][L][H D], f32), and
+counts how often a token was computed (`computed` [V]: a prefix-cache hit computes it 0 times in a later
+request, a preempted and recomputed request twice); `recompute_diff` keeps the largest difference
+between two computations of the same token.
+
+Planted bugs (config "bug"): "window+1" builds every sliding layer's Attention with W + 1;
+"rope-from-slot" rotates with position mod W (the slot of a ring of W) instead of vLLM's position.
+"""
+import torch
+from torch import nn
+
+from vllm.config import VllmConfig
+from vllm.model_executor.layers.attention import Attention
+from vllm.model_executor.layers.rotary_embedding import get_rope
+
+DIGITS = 3  # token ids < 256**3 in the hidden state
+
+
+def rope_of(layer, D, max_position, dtype):
+    """vLLM's rotary embedding for a layer's RoPE (golden-format §2 'rope'), None for style 'none'."""
+    rp = layer["rope"]
+    if rp["style"] == "none":
+        return None
+    params = {"rope_type": "default", "rope_theta": float(rp["theta"])}
+    if rp["scaling"] == "linear":
+        params = {"rope_type": "linear", "rope_theta": float(rp["theta"]), "factor": float(rp["factor"])}
+    if rp.get("rotary_dim"):
+        params["rope_dim"] = int(rp["rotary_dim"])
+    return get_rope(D, max_position=max_position, is_neox_style=rp["style"] == "neox", rope_parameters=params,
+                    dtype=dtype)
+
+
+class RingkvForCausalLM(nn.Module):
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        super().__init__()
+        cfg = vllm_config.model_config.hf_config.ringkv
+        cache_config = vllm_config.cache_config
+        dtype = vllm_config.model_config.dtype
+        self.Hq, self.Hkv, self.D = cfg["Hq"], cfg["Hkv"], cfg["D"]
+        self.L, V = len(cfg["layers"]), cfg["vocab"]
+        self.bug = cfg.get("bug")
+        self.hidden = vllm_config.model_config.hf_config.hidden_size
+        max_position = vllm_config.model_config.max_model_len
+        self.windows = [lay["window"] for lay in cfg["layers"]]
+        self.attn = nn.ModuleList()
+        self.rotary = []
+        self.sinks = nn.ParameterList()
+        for l, lay in enumerate(cfg["layers"]):
+            window = lay["window"]
+            if window is not None and self.bug == "window+1":
+                window += 1
+            extra = {}
+            if cfg.get("sink_logits"):
+                sink = nn.Parameter(torch.zeros(self.Hq, dtype=torch.float32), requires_grad=False)
+                self.sinks.append(sink)
+                extra["sinks"] = sink
+            self.attn.append(Attention(self.Hq, self.D, float(cfg["scale"]), num_kv_heads=self.Hkv,
+                                       cache_config=cache_config, logits_soft_cap=cfg.get("softcap"),
+                                       per_layer_sliding_window=window, prefix=f"{prefix}layers.{l}.attn", **extra))
+            self.rotary.append(rope_of(lay, self.D, max_position, dtype))
+        width = (self.Hq + 2 * self.Hkv) * self.D
+        f32 = dict(dtype=torch.float32)
+        self.qkv = nn.Parameter(torch.zeros(V, self.L, width, dtype=dtype), requires_grad=False)
+        self.register_buffer("true_pos", torch.full((V,), -1, dtype=torch.long), persistent=False)
+        self.register_buffer("next_id", torch.zeros(V, dtype=torch.long), persistent=False)
+        self.register_buffer("out", torch.zeros(V, self.L, self.Hq * self.D, **f32), persistent=False)
+        self.register_buffer("q_rot", torch.zeros(V, self.L, self.Hq * self.D, **f32), persistent=False)
+        self.register_buffer("k_rot", torch.zeros(V, self.L, self.Hkv * self.D, **f32), persistent=False)
+        self.register_buffer("computed", torch.zeros(V, dtype=torch.long), persistent=False)
+        self.recompute_diff = 0.0
+
+    def embed_input_ids(self, input_ids):
+        return self.qkv[input_ids]
+
+    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
+        ids = input_ids.long()
+        rows = self.qkv[ids]  # [T][L][(Hq + 2 Hkv) D]
+        nq, nk = self.Hq * self.D, self.Hkv * self.D
+        valid = (self.true_pos[ids] == positions) & (ids > 0)
+        seen = valid & (self.computed[ids] > 0)
+        outs, qs, ks = [], [], []
+        for l in range(self.L):
+            q, k, v = rows[:, l, :nq], rows[:, l, nq:nq + nk], rows[:, l, nq + nk:]
+            q, k = q.contiguous(), k.contiguous()
+            if self.rotary[l] is not None:
+                pos = positions
+                if self.bug == "rope-from-slot" and self.windows[l] is not None:
+                    pos = positions % self.windows[l]
+                q, k = self.rotary[l](pos, q, k)
+            outs.append(self.attn[l](q, k, v.contiguous()))
+            qs.append(q)
+            ks.append(k)
+        out = torch.stack(outs, 1).float()
+        if bool(seen.any()):
+            self.recompute_diff = max(self.recompute_diff, float((self.out[ids[seen]] - out[seen]).abs().max()))
+        self.out[ids[valid]] = out[valid]
+        self.q_rot[ids[valid]] = torch.stack(qs, 1).float()[valid]
+        self.k_rot[ids[valid]] = torch.stack(ks, 1).float()[valid]
+        self.computed.index_add_(0, ids[valid].long(), torch.ones_like(ids[valid], dtype=torch.long))
+        hidden = torch.zeros(ids.shape[0], self.hidden, dtype=rows.dtype, device=rows.device)
+        rest = ids.clone()
+        for d in range(DIGITS):
+            hidden[:, d] = (rest % 256).to(rows.dtype)
+            rest = rest // 256
+        return hidden
+
+    def compute_logits(self, hidden_states):
+        digits = hidden_states[:, :DIGITS].float().round().long()
+        ids = digits[:, 0] + 256 * digits[:, 1] + 65536 * digits[:, 2]
+        logits = torch.zeros(hidden_states.shape[0], self.qkv.shape[0], dtype=torch.float32,
+                             device=hidden_states.device)
+        logits[torch.arange(ids.shape[0]), self.next_id[ids]] = 1.0
+        return logits
+
+    def load_weights(self, weights):
+        return {name for name, _ in self.named_parameters()}  # the tables are filled per run (adapter.py)
+
+
+def register():
+    from vllm import ModelRegistry
+    if "RingkvForCausalLM" not in ModelRegistry.get_supported_archs():
+        ModelRegistry.register_model("RingkvForCausalLM", RingkvForCausalLM)
