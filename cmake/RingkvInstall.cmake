@@ -1,6 +1,18 @@
 # Installs ringkv as a CMake package: find_package(ringkv) gives ringkv::reference and ringkv::cuda
 # (the CUDA engine where nvcc was found; always its host half, the cuda-plan engine).
 include(GNUInstallDirs)
+# The Python platform wheel (python/pyproject.toml, scikit-build-core installs into ringkv/_data): the
+# CLI with its worker next to it and what it reads relative to itself (support/data_dir.hpp), the plugin
+# ABI header and the C skeleton; no libraries, CMake package, plugins or docs.
+option(RINGKV_WHEEL "Install only what the Python wheel carries" OFF)
+if(RINGKV_WHEEL)
+  install(TARGETS ringkv ringkv_plugin_worker RUNTIME DESTINATION bin)
+  install(FILES abi/include/ringkv/engine_abi.h DESTINATION include/ringkv)
+  install(FILES abi/examples/skeleton_plugin.c DESTINATION share/ringkv/examples)
+  install(DIRECTORY golden/ DESTINATION share/ringkv/golden)
+  install(DIRECTORY profiles/ DESTINATION share/ringkv/profiles)
+  return()
+endif()
 include(CMakePackageConfigHelpers)
 install(TARGETS ringkv_reference ringkv_cuda EXPORT ringkvTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

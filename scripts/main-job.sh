@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The README's main job: install dependencies, build, and run `ringkv check`: every built-in
-# engine against the committed golden cases: failures first with their reproduce lines, a verdict per
-# engine, the verdict line last (arguments are passed on: --table adds the table per boundary class).
+# The README's main job: install the build dependencies (Debian packages only: scripts/install-deps.sh),
+# build what `ringkv check` needs (the target ringkv: the CLI, the reference, cuda-plan and
+# cuda-plan-cublas, the CUDA engines where nvcc is found, and the plugin worker; not the test programs,
+# plugins, fuzz targets or benchmarks), and run it: every built-in engine against the committed golden
+# cases: failures first with their reproduce lines, a verdict per engine, the verdict line last
+# (arguments are passed on: --table adds the table per boundary class). It creates no virtual
+# environment: the real engines' are the test command's (scripts/install-engines.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake --preset default
-cmake --build --preset default
+cmake --build --preset default --target ringkv
 ./build/cli/ringkv check "$@"

@@ -120,22 +120,24 @@ run("its ctest: the engine with W + 1 fails properties and golden cases" 8
     "MyBuggyEngine/Property.OracleEquality \\(Failed\\).*MyBuggyEngine/Golden.decode_w8 \\(Failed\\)"
     ${CMAKE_CTEST_COMMAND} --test-dir ${WORK_DIR}/my_project/build -R "^MyBuggyEngine/")
 
-# 7. A Python engine with pytest: the wheel of python/ installed with pip, the moved tree's CLI on PATH.
+# 7. A Python engine with pytest: the pure-Python wheel of python/ (wheel.cmake=false: the CLI is the moved
+# tree's, on PATH) installed with pip.
 foreach(var PYTHON_VENV PYTHON_PACKAGE PYTHON_CONSUMER)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "installed tree: -D${var}=... is required (the Python step)")
   endif()
 endforeach()
 set(py ${PYTHON_VENV}/bin/python)
-execute_process(COMMAND ${py} -c "import numpy, safetensors, pytest, wheel" RESULT_VARIABLE py_ok OUTPUT_QUIET ERROR_QUIET)
+execute_process(COMMAND ${py} -c "import numpy, safetensors, pytest, wheel, scikit_build_core" RESULT_VARIABLE py_ok
+                OUTPUT_QUIET ERROR_QUIET)
 if(NOT py_ok STREQUAL "0")
-  message(FATAL_ERROR "installed tree: no virtual environment with numpy, safetensors, pytest and wheel at "
-                      "${PYTHON_VENV}: run ./scripts/install-deps.sh (python3 -m venv .venv && "
-                      ".venv/bin/pip install -r engines/requirements.txt)")
+  message(FATAL_ERROR "installed tree: no virtual environment with numpy, safetensors, pytest, wheel and scikit-build-core "
+                      "at ${PYTHON_VENV}: run ./scripts/install-engines.sh (python3 -m venv .venv && .venv/bin/pip "
+                      "install -r engines/requirements.txt -r python/build-requirements.txt)")
 endif()
 file(COPY ${PYTHON_PACKAGE}/ DESTINATION ${WORK_DIR}/python-src PATTERN __pycache__ EXCLUDE)
 run("building the ringkv wheel" 0 "" ${py} -m pip wheel --quiet --no-deps --no-build-isolation
-    --wheel-dir ${WORK_DIR}/dist ${WORK_DIR}/python-src)
+    --config-settings=wheel.cmake=false --wheel-dir ${WORK_DIR}/dist ${WORK_DIR}/python-src)
 file(GLOB wheel ${WORK_DIR}/dist/ringkv-*.whl)
 run("pip installing it" 0 "" ${py} -m pip install --quiet --no-deps --target ${WORK_DIR}/site ${wheel})
 file(COPY ${PYTHON_CONSUMER}/ DESTINATION ${WORK_DIR}/my_python_project PATTERN __pycache__ EXCLUDE)

@@ -4,7 +4,8 @@
     for case in report["cases"]:
         case["name"], case["status"], case["detail"], case["classes"], case["reproduce"], case["worst_ratio"]
 
-The CLI is found from the `ringkv` argument, else the environment variable RINGKV, else PATH. A case's
+The CLI is found from the `ringkv` argument, else the environment variable RINGKV, else the CLI the
+platform wheel bundles (ringkv/_data/bin/ringkv), else PATH. A case's
 status is "passed", "failed", "skipped" (its detail says why: not applicable, or unsupported), "xfail",
 "xpass" or "error" (unusable input); verdict_of() turns one into (outcome, message).
 """
@@ -15,20 +16,22 @@ import shutil
 import subprocess
 import tempfile
 
+from ._cli import bundled_cli
 from .errors import CheckError
 
 
 def find_ringkv(ringkv=None):
-    """The path of the ringkv CLI: the argument, else $RINGKV, else `ringkv` on PATH."""
-    candidate = ringkv or os.environ.get("RINGKV") or shutil.which("ringkv")
+    """The path of the ringkv CLI: the argument, else $RINGKV, else the wheel's bundled CLI, else `ringkv` on PATH."""
+    candidate = ringkv or os.environ.get("RINGKV") or bundled_cli() or shutil.which("ringkv")
     if not candidate:
         raise CheckError("the ringkv CLI was not found: pass ringkv=PATH (pytest: --ringkv PATH), set RINGKV=PATH, "
-                         "or put the installed tree's bin/ on PATH")
+                         "install the platform wheel (pip wheel ./python), or put the installed tree's bin/ on PATH")
     if os.sep not in candidate:
         found = shutil.which(candidate)
         candidate = found or candidate
     if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
-        source = "the argument" if ringkv else ("RINGKV" if os.environ.get("RINGKV") else "PATH")
+        source = "the argument" if ringkv else ("RINGKV" if os.environ.get("RINGKV") else
+                                                ("the wheel" if candidate == bundled_cli() else "PATH"))
         raise CheckError(f"the ringkv CLI {candidate} (from {source}) is not an executable file")
     return os.path.abspath(candidate)
 

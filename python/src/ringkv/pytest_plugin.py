@@ -18,7 +18,8 @@ protocol) into its own outputs folder and runs `ringkv check --outputs` on it:
 MODULE is imported from sys.path, else from the folder pytest runs in or its rootdir (as pytest finds a
 conftest.py there): bare `pytest` next to mymodule.py finds it, as `python -m pytest` does.
 Without --ringkv-engine the plugin adds nothing. --ringkv-golden defaults to the installed CLI's own
-golden set (share/ringkv/golden next to bin/ringkv); the CLI comes from --ringkv, $RINGKV or PATH.
+golden set (share/ringkv/golden next to bin/ringkv); the CLI comes from --ringkv, $RINGKV, the CLI the
+platform wheel bundles, or PATH.
 """
 import importlib
 import os
@@ -37,7 +38,7 @@ def pytest_addoption(parser):
     group.addoption("--ringkv-random", metavar="N", type=int, default=0,
                     help="also N random cases (ringkv golden generate --random N) within the engine's capabilities")
     group.addoption("--ringkv-seed", metavar="S", type=int, default=1, help="seed of --ringkv-random (default 1)")
-    group.addoption("--ringkv", metavar="PATH", help="the ringkv CLI (default: $RINGKV, else ringkv on PATH)")
+    group.addoption("--ringkv", metavar="PATH", help="the ringkv CLI (default: $RINGKV, else the wheel's bundled CLI, else ringkv on PATH)")
     group.addoption("--ringkv-filter", metavar="REGEX", help="only the cases whose name matches this regex")
 
 
