@@ -9,7 +9,7 @@
 #     or is unsupported / not applicable, except the known deviations expected.json lists for it;
 #  4. each planted bug (adapter.py --bug) on the cases BUG_CASES (names, `|`-separated): ringkv check
 #     fails it, on cases of the named boundary classes.
-# Without the virtual environment of scripts/install-deps.sh this test FAILS (it does not skip).
+# Without the virtual environment of scripts/install-engines.sh this test FAILS (it does not skip).
 # usage: engine_test.sh NAME SOURCE_DIR VENV_DIR RINGKV WORK_DIR RANDOM_N SEED BUG_CASES BUG=CLASS,CLASS...
 set -euo pipefail
 name=$1 src=$2 venv=$3 ringkv=$4 work=$5 random_n=$6 seed=$7 bug_cases=$8
@@ -24,7 +24,7 @@ case "$name" in  # the engine's own modules, pinned in engines/requirements.txt
   *) modules="numpy" ;;
 esac
 if [ ! -x "$py" ] || ! "$py" -c "import $modules, numpy, safetensors" 2>/dev/null; then
-  echo "FAILED: no virtual environment with the engines at $venv: run ./scripts/install-deps.sh (it creates" >&2
+  echo "FAILED: no virtual environment with the engines at $venv: run ./scripts/install-engines.sh (it creates" >&2
   echo "        .venv with the pinned versions of engines/requirements.txt: python3 -m venv .venv &&" >&2
   echo "        .venv/bin/pip install -r engines/requirements.txt)" >&2
   exit 1

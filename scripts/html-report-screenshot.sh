@@ -2,7 +2,7 @@
 # Regenerates docs/img/html-report.png, the HTML report docs/fleet.md shows: the page of
 # `ringkv report merge --html` over two shards of a run of the reference and one failing engine (the
 # mutant plugin int8_static_clamp_128, which fails 3 golden cases), taken by headless chromium
-# (scripts/install-deps.sh installs it) at 1280 x 1440 pixels.
+# (scripts/install-engines.sh installs it) at 1280 x 1440 pixels.
 # usage: scripts/html-report-screenshot.sh [BUILD_DIR]   (default: build-ci; ringkv and the plugin built:
 #   cmake --build --preset ci --target ringkv ringkv_plugin_mutant_int8_static_clamp_128)
 set -euo pipefail
@@ -18,7 +18,7 @@ for f in "$RINGKV" "$PLUGIN"; do
   fi
 done
 CHROMIUM="${RINGKV_CHROMIUM:-$(command -v chromium || true)}"
-if [ -z "$CHROMIUM" ]; then echo "chromium not found: scripts/install-deps.sh installs it" >&2; exit 2; fi
+if [ -z "$CHROMIUM" ]; then echo "chromium not found: scripts/install-engines.sh installs it" >&2; exit 2; fi
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

@@ -9,7 +9,7 @@
   unsharded run's;
 - no retries left (--max-retries 0) and a worker killed: no verdict, exit 2 naming the shard.
 
-Needs Ray (python/fleet-requirements.txt, installed into .venv by scripts/install-deps.sh): without it
+Needs Ray (python/fleet-requirements.txt, installed into .venv by scripts/install-engines.sh): without it
 this test FAILS with that instruction.
 
 usage: fleet_ray_test.py RINGKV MUTANT_PLUGIN WORK_DIR SOURCE_DIR   (run by the .venv's python)
@@ -27,7 +27,7 @@ ringkv, mutant, work, source = sys.argv[1:5]
 try:
     import ray  # noqa: F401
 except ImportError:
-    sys.exit("FAILED: Ray is not installed in this python: ./scripts/install-deps.sh "
+    sys.exit("FAILED: Ray is not installed in this python: ./scripts/install-engines.sh "
              "(pip install -r python/fleet-requirements.txt)")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)

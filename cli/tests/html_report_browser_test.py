@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ctest cli.html_report_browser (issue 28 item 5): the HTML pages of `ringkv check --html` and of
 `ringkv report merge --html`, loaded in a real headless browser (Debian's chromium, installed by
-scripts/install-deps.sh) and read back as it rendered them, against the JSON report of the same run.
+scripts/install-engines.sh) and read back as it rendered them, against the JSON report of the same run.
 
 chromium runs headless with --no-sandbox (it runs as root in CI), a fresh --user-data-dir, every host
 name resolving to nothing, and is driven over --remote-debugging-pipe (the DevTools protocol on file
@@ -25,7 +25,7 @@ failing mutant plugin, with properties, a --filter that leaves classes not judge
   and the four states have four different colours;
 - the merged page of two shards reads back as the unsharded page.
 
-If chromium is not found the test fails, saying to run scripts/install-deps.sh (CI installs it).
+If chromium is not found the test fails, saying to run scripts/install-engines.sh (CI installs it).
 $RINGKV_CHROMIUM names another browser binary.
 
 usage: html_report_browser_test.py RINGKV MUTANT_PLUGIN CORE_PLUGIN WORK_DIR
@@ -53,7 +53,7 @@ BROWSER_TIMEOUT = 60  # seconds for one browser session: start, load, read back,
 chromium = os.environ.get("RINGKV_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 if not chromium:
     sys.exit("FAILED: chromium not found on PATH: this test loads the HTML report in a real headless browser; "
-             "scripts/install-deps.sh installs Debian's chromium (apt-get install chromium), or set RINGKV_CHROMIUM")
+             "scripts/install-engines.sh installs Debian's chromium (apt-get install chromium), or set RINGKV_CHROMIUM")
 
 
 class Browser:

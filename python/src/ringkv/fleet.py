@@ -13,7 +13,7 @@ report is an error naming it).
 
 Every node needs the ringkv CLI, its golden set and the engine at the same paths as the driver (a shared
 filesystem or the same image); relative paths in CHECK ARGS are taken from the driver's folder. Ray is
-pinned in python/fleet-requirements.txt (scripts/install-deps.sh installs it into .venv).
+pinned in python/fleet-requirements.txt (scripts/install-engines.sh installs it into .venv).
 """
 import argparse
 import os
@@ -107,7 +107,7 @@ def main(argv=None):
     try:
         import ray
     except ImportError:
-        print("ringkv.fleet: Ray is not installed: pip install -r python/fleet-requirements.txt (scripts/install-deps.sh)",
+        print("ringkv.fleet: Ray is not installed: pip install -r python/fleet-requirements.txt (scripts/install-engines.sh)",
               file=sys.stderr)
         return 2
 
