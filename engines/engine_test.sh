@@ -23,6 +23,7 @@ case "$name" in  # the engine's own modules, pinned in engines/requirements.txt
   mlx) modules="mlx.core, mlx_lm" ;;
   transformers) modules="torch, transformers" ;;
   llamacpp) modules="llama_cpp, gguf" ;;
+  executorch) modules="executorch, torch" ;;
   vllm) modules="vllm, torch" ;;  # its own venv, .venv-vllm: engines/vllm/requirements.txt
   *) modules="numpy" ;;
 esac
