@@ -23,6 +23,7 @@
 #include "jobs.hpp"
 #include "property_runner.hpp"
 #include "scale_run.hpp"
+#include "golden/scale_golden.hpp"
 #include "shard.hpp"
 #include "golden/sha256.hpp"
 #include "junit_report.hpp"
@@ -94,12 +95,6 @@ std::regex make_regex(const std::string& text, const char* option) {
   } catch (const std::regex_error& e) {
     throw InputError(std::string(option) + " \"" + text + "\": bad regex: " + e.what());
   }
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
 }
 
 // The CUDA engines share the one device: their cases and properties run one at a time (--jobs).
@@ -324,6 +319,11 @@ void read_inputs(CheckRun& run) {
     } catch (const std::exception& e) {
       throw InputError(e.what());
     }
+    if (set_generator.rfind("ringkv golden generate --scale ", 0) == 0) {  // inputs only: judged on sampled rows
+      throw InputError("--golden " + opt.golden_dir + " is a set of scale cases (`" + set_generator +
+                       "`): they hold no expected outputs; judge an engine's outputs of them with `ringkv check --outputs "
+                       "DIR --scale TIER --no-golden` (docs/scale.md)");
+    }
   }
 
   // --profile: a named profile of profiles/ or a profile file; default f32 everywhere, storage as
@@ -422,11 +422,9 @@ void plan_work(CheckRun& run) {
   for (size_t i = 0; i < engines.size(); ++i) {
     if (!engines[i].unavailable.empty()) continue;
     for (const ManifestEntry& e : selected) work.push_back({i, &e, e.name, golden_cost(e), 1});
-    if (!engines[i].external_outputs) {  // an engine reached through files has no scale cases' outputs
-      for (size_t k = 0; k < run.scale_cases.size(); ++k) {
-        const conformance::ScaleCase& sc = run.scale_cases[k];
-        work.push_back({i, nullptr, sc.name, scale_cost(sc), 1, static_cast<int>(k)});
-      }
+    for (size_t k = 0; k < run.scale_cases.size(); ++k) {  // an engine reached through files: its outputs files
+      const conformance::ScaleCase& sc = run.scale_cases[k];
+      work.push_back({i, nullptr, sc.name, scale_cost(sc), 1, static_cast<int>(k)});
     }
     if (!properties) continue;
     const std::vector<std::string> names =
@@ -611,7 +609,15 @@ void run_work(CheckRun& run) {
       results[i] = run_case(eng, *factory, *golden_jobs[i].entry);
       return;
     }
-    CaseResult r = run_scale_item(eng, *factory, run.scale_cases[static_cast<size_t>(scale)], opt);
+    const conformance::ScaleCase& sc = run.scale_cases[static_cast<size_t>(scale)];
+    CaseResult r =
+        eng.external_outputs
+            ? run_scale_outputs_item(eng, sc, (fs::path(opt.outputs_dir) / (golden::scale_golden_name(sc) + ".safetensors")).string(),
+                                     external_profiles,
+                                     "ringkv golden generate --scale " + opt.scale + " --out SCALE_DIR  # the inputs the engine replayed into " +
+                                         opt.outputs_dir,
+                                     opt)
+            : run_scale_item(eng, *factory, sc, opt);
     bool expect_fail = false;
     for (const std::regex& x : xfails) expect_fail = expect_fail || std::regex_search(r.name, x);
     if (expect_fail && r.status == CaseResult::Status::failed) r.status = CaseResult::Status::xfail;
@@ -912,7 +918,7 @@ void print_text_report(const CheckRun& run) {
       continue;
     }
     int n[6] = {}, n_props = 0, props_failed = 0;
-    int n_scale = 0, scale_failed = 0, scale_errors = 0;
+    int n_scale = 0, scale_failed = 0, scale_errors = 0, scale_skipped = 0;
     double worst = 0, scale_worst = 0;
     std::vector<const CaseResult*> rope_not_checked;
     std::map<golden::RopeVerdict::Kind, int> rope_kinds;
@@ -923,6 +929,7 @@ void print_text_report(const CheckRun& run) {
         ++n_scale;
         scale_failed += is_failure(r) ? 1 : 0;
         scale_errors += r.status == CaseResult::Status::error ? 1 : 0;
+        scale_skipped += r.status == CaseResult::Status::skipped ? 1 : 0;  // an outputs file's: not applicable, unsupported
         if (r.status != CaseResult::Status::error) scale_worst = std::max(scale_worst, r.worst_ratio);
         continue;
       }
@@ -955,7 +962,8 @@ void print_text_report(const CheckRun& run) {
     }
     if (n_scale) {
       std::printf("%s%d scale cases (tier %s): %d passed, %d failed", opt.no_golden ? ", " : "; ", n_scale,
-                  opt.scale.c_str(), n_scale - scale_failed - scale_errors, scale_failed);
+                  opt.scale.c_str(), n_scale - scale_failed - scale_errors - scale_skipped, scale_failed);
+      if (scale_skipped) std::printf(", %d skipped", scale_skipped);
       if (scale_errors) std::printf(", %d not judged (ringkv's own error)", scale_errors);
       std::printf(", worst error %.3g of the bound on the sampled rows", scale_worst);
     }

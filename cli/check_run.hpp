@@ -54,6 +54,13 @@ inline const char* status_name(CaseResult::Status s) {
   return "?";
 }
 
+/// A word for a POSIX shell, single-quoted (the reproduce lines).
+inline std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
 struct EngineUnderTest {
   std::string label;  // as given on the command line
   EngineFactory factory;  // its capabilities are the engine's declaration (file exchange: the capabilities file's)

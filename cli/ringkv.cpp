@@ -2,7 +2,7 @@
 //
 //   ringkv check [--engine reference|cuda|cuda-cublas|cuda-plan|cuda-plan-cublas|cuda-sim[@SMS]|cuda-sim-cublas[@SMS]|PATH.so] [--golden DIR] [--properties [--cases N]] ...
 //   ringkv check --outputs DIR [--profile NAME|FILE] (engines that wrote their outputs to files)
-//   ringkv golden generate [--out DIR] | verify [DIR] | describe CASE | list [--capabilities FILE] | matrix
+//   ringkv golden generate [--out DIR] [--random N | --scale TIER] | verify [DIR] | describe CASE | list [--capabilities FILE] | matrix
 //   ringkv check --shard I/N --json SHARD.json ...; ringkv report merge SHARD.json... [--json] [--junit] [--html]
 //   ringkv memory --layers L --kv-heads H --head-dim D --dtype f16 [--window W] ...
 //
@@ -25,6 +25,7 @@
 #include "check.hpp"
 #include "golden/coverage.hpp"
 #include "golden/golden.hpp"
+#include "golden/scale_golden.hpp"
 #include "support/capabilities.hpp"
 #include "memory.hpp"
 #include "report_merge.hpp"
@@ -172,6 +173,13 @@ int main(int argc, char** argv) {
   gen->add_option("--seed", gen_seed, "With --random: the seed (default 1; the manifest records it)");
   gen->add_option("--capabilities", gen_caps, "With --random: keep the cases within this capabilities file "
                                               "(docs/golden-format.md §10)");
+  std::string gen_scale, gen_filter;
+  gen->add_option("--scale", gen_scale,
+                  "Instead of the committed set: the cases of a scale tier (ci, host, gpu, gpu-long) in golden format, "
+                  "inputs only, for engines reached through files (names scale_<tier>_<shape>; judge them with "
+                  "`ringkv check --outputs DIR --scale TIER`, docs/scale.md)");
+  gen->add_option("--filter", gen_filter, "With --scale: only the cases whose name (scale/<tier>/<shape>) or id matches "
+                                          "this regex (the manifest records it)");
   CLI::App* ver = golden_cmd->add_subcommand("verify", "Check the manifest's hashes and regenerate every case in memory");
   ver->add_option("dir", verify_dir, "Golden folder (default: the committed golden/)");
   CLI::App* des = golden_cmd->add_subcommand("describe", "Print a case's config, schedule and classes");
@@ -246,6 +254,20 @@ int main(int argc, char** argv) {
         const auto progress = [](const std::string& name, size_t bytes) {
           std::cerr << "  " << name << " (" << bytes << " bytes)" << std::endl;
         };
+        if (!gen_scale.empty()) {
+          if (gen_random > 0 || !gen_caps.empty() || gen->count("--seed") > 0) {
+            throw InputError("--scale cannot be combined with --random, --seed or --capabilities");
+          }
+          if (gen_out == default_golden_dir) throw InputError("--scale needs --out: the committed golden/ is not a scale set");
+          const std::optional<conformance::ScaleTier> tier = conformance::parse_scale_tier(gen_scale);
+          if (!tier) {
+            throw InputError("--scale: \"" + gen_scale + "\" is not a tier; the tiers are " + conformance::scale_tier_names());
+          }
+          golden::generate_scale_golden_set(gen_out, *tier, gen_filter, progress);
+          std::cout << "wrote the scale cases of tier " << gen_scale << " to " << gen_out << "\n";
+          return 0;
+        }
+        if (!gen_filter.empty()) throw InputError("--filter needs --scale");
         if (gen_random > 0) {
           if (gen_out == default_golden_dir) throw InputError("--random needs --out: the committed golden/ is not a random set");
           Capabilities caps;

@@ -8,6 +8,7 @@
 
 #include "check.hpp"
 #include "check_run.hpp"
+#include "support/profiles.hpp"
 #include "support/scale.hpp"
 
 namespace ringkv::cli {
@@ -28,5 +29,14 @@ bool is_scale_result(const CaseResult& r);
 /// sampled rows and time in `detail`, and the command that reproduces it.
 CaseResult run_scale_item(const EngineUnderTest& eng, const EngineFactory& factory, const conformance::ScaleCase& sc,
                           const CheckOptions& opt);
+
+/// One scale case judged from the outputs file an engine reached through files wrote for it
+/// (`outputs_file`, from the inputs of `ringkv golden generate --scale`; golden/scale_golden.hpp):
+/// the sampled rows of its `out`, under the file's profile, else `profiles` resolved for the case's
+/// classes. No file: not applicable where the capabilities file puts the case outside (a skip), else
+/// a failure; a file that declares it unsupported: skipped; a malformed file: the engine's failure.
+/// `inputs` is the command that generated the inputs (the first line of the reproduce command).
+CaseResult run_scale_outputs_item(const EngineUnderTest& eng, const conformance::ScaleCase& sc, const std::string& outputs_file,
+                                  const conformance::ProfileSet& profiles, const std::string& inputs, const CheckOptions& opt);
 
 }  // namespace ringkv::cli

@@ -16,18 +16,9 @@ file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(cases window_1 kv_f16 decode_w8)
 # Edits of safetensors headers and manifests, independent of the C++ readers.
-file(WRITE ${WORK}/edit.py [=[
-import hashlib, json, struct, sys
-
-def read_st(path):
-    b = open(path, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    return json.loads(b[8:8 + n]), b[8 + n:]
-
-def write_st(path, header, buffer):
-    text = json.dumps(header, separators=(',', ':'))
-    text += ' ' * ((8 - len(text) % 8) % 8)
-    open(path, 'wb').write(struct.pack('<Q', len(text)) + text.encode() + buffer)
+file(WRITE ${WORK}/edit.py "import sys\nsys.path.insert(0, '${CMAKE_CURRENT_LIST_DIR}')\n" [=[
+import hashlib, json
+from st_header import read_st, write_st
 
 action, path = sys.argv[1], sys.argv[2]
 if action == 'subset':            # manifest.json: keep the named cases only
@@ -75,17 +66,7 @@ function(copy_set dir)
   edit(subset ${dir}/manifest.json ${cases})
 endfunction()
 
-# check(NAME RC MATCH REJECT ARGS...): runs ringkv with ARGS, checks the exit code and the output
-# (expect_exit.cmake; REJECT "" rejects nothing).
-function(check name rc match reject)
-  message(STATUS "${name}")
-  set(CMD ${RINGKV} ${ARGN})
-  set(EXPECT_RC ${rc})
-  set(EXPECT_REGEX "${match}")
-  set(REJECT_REGEX "${reject}")
-  set(EXPECT_STDERR_REGEX "")
-  include(${CMAKE_CURRENT_LIST_DIR}/expect_exit.cmake)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/check_function.cmake)
 
 # --filter: a run over part of the set requires no class (the coverage verdict is not the point here).
 set(run check --engine reference --filter "^")

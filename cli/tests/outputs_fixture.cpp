@@ -13,8 +13,9 @@
 //                  the cases within it only (the others need no file)
 //   core-f32-caps-missing  the same without the file of the first case within the capabilities
 //   unsupported-needles    every case of class needle-W+1 declared unsupported, the others the oracle's
-//   engine:NAME    an engine of conformance/mutants (a control) run on every case within its capabilities,
-//                  with its profile in each file and its capabilities in capabilities.json
+//   engine:NAME    an engine of conformance/mutants (a control), or the reference, run on every case within
+//                  its capabilities, with its profile in each file and its capabilities in capabilities.json
+//                  (GOLDEN_DIR may be a scale set, `ringkv golden generate --scale`: its inputs replayed)
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -31,6 +32,7 @@
 #include "golden/replay.hpp"
 #include "mutants/mutants.hpp"
 #include "ringkv/quant.hpp"
+#include "ringkv/reference_engine.hpp"
 #include "support/capabilities.hpp"
 #include "support/config_json.hpp"
 #include "support/oracle.hpp"
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
       for (const conformance::MutantInfo& m : conformance::all_mutants()) {
         if (mode.substr(7) == m.name) engine = m.factory;
       }
+      if (mode == "engine:reference") engine = reference_engine_factory();
       if (!engine) throw std::runtime_error("no engine " + mode.substr(7) + " in conformance/mutants");
       nlohmann::json caps = conformance::capabilities_to_json(engine->capabilities);
       caps["name"] = mode.substr(7);

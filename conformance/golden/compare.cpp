@@ -261,9 +261,19 @@ std::string refusal_failure(const GoldenCase& g, int st, bool engine_refused, Go
                        : "the engine refused this rollback, but the spec honours it (spec 1.1 §5.1.2)");
 }
 
+// A scale case's file holds no expected outputs: it is judged on its sampled rows (golden/scale_golden.hpp).
+void refuse_scale_case(const GoldenCase& g) {
+  if (!g.scale_case.empty()) {
+    throw GoldenInputError("golden case " + g.name + " is the scale case " + g.scale_case +
+                           " (inputs only, no expected outputs): judge it with run_scale_case or check_scale_outputs "
+                           "(ringkv check --scale)");
+  }
+}
+
 }  // namespace
 
 GoldenOutcome check_golden(const EngineFactory& factory, const GoldenCase& g, const GoldenCheckOptions& opt) {
+  refuse_scale_case(g);
   GoldenOutcome r;
   const Config& cfg = g.c.config;
   r.skip_reason = conformance::capability_gap(factory.capabilities, g.c);
@@ -399,6 +409,7 @@ void compare_stored_rows(const GoldenCase& g, const GoldenOutputs& o, const Gold
 }  // namespace
 
 GoldenOutcome compare_golden_outputs(const GoldenCase& g, const GoldenOutputs& o, const PrecisionProfile& profile) {
+  refuse_scale_case(g);
   GoldenOutcome r;
   r.profile = profile;
   if (o.out.size() != g.expected.size()) {
@@ -443,23 +454,7 @@ GoldenOutcome compare_golden_outputs(const GoldenCase& g, const GoldenOutputs& o
     RopeVerdict& v = *rope;
     oracle.emplace(g, o.q_rot, o.k_rot);
     GoldenOutcome tight;
-    OutputChecker tight_checker(g, profile, &tight, false);
-    for (int64_t row = 0; row < g.num_rows(); ++row) {
-      for (int l = 0; l < g.layers(); ++l) {
-        for (int h = 0; h < cfg.num_q_heads; ++h) {
-          const conformance::OracleOutput want = oracle->attend(l, row, h);
-          const size_t base = g.q_offset(l, row, h);
-          for (int d = 0; d < cfg.head_dim; ++d) {
-            tight_checker.check(row, l, h, d, o.out[base + static_cast<size_t>(d)], want.o[static_cast<size_t>(d)],
-                                want.score, want.dims[static_cast<size_t>(d)]);
-          }
-        }
-      }
-    }
-    v.tight_checked = tight.outputs_checked;
-    v.tight_failed = tight.outputs_failed;
-    v.tight_worst_ratio = tight.worst_ratio;
-    describe_rope_verdict(&v, profile.rope_angle);
+    check_attention_tightly(g, o, profile, *oracle, {}, &v, &tight);
     if (!tight.failure.empty() && r.failure.empty()) {
       r.failure = "attention from the engine's own q_rot/k_rot (bound's RoPE term off): " + tight.failure;
       r.first = tight.first;
@@ -474,6 +469,30 @@ GoldenOutcome compare_golden_outputs(const GoldenCase& g, const GoldenOutputs& o
   }
   r.passed = r.failure.empty();
   return r;
+}
+
+void check_attention_tightly(const GoldenCase& g, const GoldenOutputs& o, const PrecisionProfile& profile,
+                             const RotatedOracle& oracle, const std::function<bool(int, int64_t)>& judged, RopeVerdict* v,
+                             GoldenOutcome* tight) {
+  OutputChecker tight_checker(g, profile, tight, false);
+  const Config& cfg = g.c.config;
+  for (int64_t row = 0; row < g.num_rows(); ++row) {  // schedule order: the first failure is the earliest
+    for (int l = 0; l < g.layers(); ++l) {
+      if (judged && !judged(l, row)) continue;
+      for (int h = 0; h < cfg.num_q_heads; ++h) {
+        const conformance::OracleOutput want = oracle.attend(l, row, h);
+        const size_t base = g.q_offset(l, row, h);
+        for (int d = 0; d < cfg.head_dim; ++d) {
+          tight_checker.check(row, l, h, d, o.out[base + static_cast<size_t>(d)], want.o[static_cast<size_t>(d)],
+                              want.score, want.dims[static_cast<size_t>(d)]);
+        }
+      }
+    }
+  }
+  v->tight_checked = tight->outputs_checked;
+  v->tight_failed = tight->outputs_failed;
+  v->tight_worst_ratio = tight->worst_ratio;
+  describe_rope_verdict(v, profile.rope_angle);
 }
 
 std::vector<double> golden_bounds(const GoldenCase& g, const PrecisionProfile& profile) {

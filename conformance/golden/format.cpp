@@ -137,6 +137,11 @@ StFile golden_to_safetensors(const GoldenCase& g) {
   t["q"] = make_tensor({d.L, d.R, d.Hq, d.D}, g.q);
   t["k"] = make_tensor({d.L, d.R, d.Hkv, d.D}, g.k);
   t["v"] = make_tensor({d.L, d.R, d.Hkv, d.D}, g.v);
+  if (!g.scale_case.empty()) {  // a scale case's inputs: the checker regenerates the oracle (docs/scale.md)
+    f.metadata["scale_case"] = g.scale_case;
+    f.metadata["sample_every"] = std::to_string(g.sample_every);
+    return f;
+  }
   t["expected"] = make_tensor({d.L, d.R, d.Hq, d.D}, g.expected);
   t["expected_f64"] = make_tensor({d.L, d.R, d.Hq, d.D}, g.expected_f64);
   for (int i = 0; i < 6; ++i) t[Names::score[i]] = make_tensor({d.L, d.R, d.Hq}, *score_field(g, i));
@@ -219,6 +224,33 @@ void precheck_schedule(const json& j) {
         if (n.is_number_integer() && n.get<int64_t>() < 0) throw Error(p + ".tokens: counts must be >= 0");
       }
     }
+  }
+}
+
+// Every tensor of a golden file is one the format names.
+void reject_unexpected(const StFile& f, const std::set<std::string>& names, const std::string& version) {
+  for (const auto& [name, t] : f.tensors) {
+    (void)t;
+    if (!names.count(name)) {
+      throw Error(f.source + ": unexpected tensor '" + name + "' (not part of golden format " + version +
+                  (f.metadata.count("scale_case") ? ", a scale case holds the schedule and the inputs only)" : ")"));
+    }
+  }
+}
+
+// A scale case's __metadata__ scale_case and sample_every (docs/scale.md "Scale cases in files").
+void read_scale_metadata(const StFile& f, GoldenCase* g) {
+  g->scale_case = f.meta("scale_case");
+  if (g->scale_case.rfind("scale/", 0) != 0) {
+    throw Error(f.source + ": __metadata__ scale_case = \"" + g->scale_case + "\": must name a scale case, \"scale/<tier>/<shape>\"");
+  }
+  const std::string& every = f.meta("sample_every");
+  try {
+    size_t used = 0;
+    g->sample_every = std::stoll(every, &used);
+    if (used != every.size() || g->sample_every < 1) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw Error(f.source + ": __metadata__ sample_every = \"" + every + "\": must be an integer >= 1");
   }
 }
 
@@ -332,6 +364,11 @@ GoldenCase golden_from_safetensors(const StFile& f) {
   take("q", {d.L, d.R, d.Hq, d.D}, &g.q);
   take("k", {d.L, d.R, d.Hkv, d.D}, &g.k);
   take("v", {d.L, d.R, d.Hkv, d.D}, &g.v);
+  if (f.metadata.count("scale_case")) {  // a scale case's inputs: no expected outputs (docs/scale.md)
+    read_scale_metadata(f, &g);
+    reject_unexpected(f, expected_names, version);
+    return g;
+  }
   take("expected", {d.L, d.R, d.Hq, d.D}, &g.expected);
   take("expected_f64", {d.L, d.R, d.Hq, d.D}, &g.expected_f64);
   for (int i = 0; i < 6; ++i) take(Names::score[i], {d.L, d.R, d.Hq}, score_field(g, i));
@@ -350,10 +387,7 @@ GoldenCase golden_from_safetensors(const StFile& f) {
     }
     if (spr > 0) take(p + "_scales", {d.L, d.R, d.Hkv, spr}, &s.scales);
   }
-  for (const auto& [name, t] : f.tensors) {
-    (void)t;
-    if (!expected_names.count(name)) throw bad("unexpected tensor '" + name + "' (not part of golden format " + version + ")");
-  }
+  reject_unexpected(f, expected_names, version);
   for (double n : g.n_keys) {
     if (!(n >= 1)) throw bad("tensor 'score.n_keys' holds " + show_number(n) + ": every query sees at least its own key");
   }

@@ -73,6 +73,12 @@ struct GoldenCase {
   std::string name;
   std::vector<std::string> classes;
   conformance::Case c;
+  /// A scale case's inputs (`ringkv golden generate --scale`, golden/scale_golden.hpp): the name of its
+  /// scale case ("scale/ci/<shape>", __metadata__ "scale_case") and its sample_every. Such a case holds
+  /// the schedule and the inputs only: no expected outputs, bound inputs or stored cache (`ringkv check`
+  /// regenerates the oracle on the sampled rows, docs/scale.md). Empty for every other case.
+  std::string scale_case;
+  int64_t sample_every = 0;
 
   /// [T] 1 where spec 1.1 refuses the step (§5.1.2): the engine must refuse it, and it changes nothing
   /// (format 2 holds such a step's rollbacks only). All 0 for a case without rollbacks.

@@ -2,6 +2,7 @@
 #include "golden/golden.hpp"
 #include "golden/coverage.hpp"
 #include "golden/detail.hpp"
+#include "golden/scale_golden.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -99,9 +100,16 @@ void check_unique_names(const std::vector<GoldenSpec>& specs) {
 }
 
 
-// Writes the cases of `specs` and their manifest (with `generator` for a random set).
+// How a generator's cases are recorded: make_golden, or (a scale set) the inputs only.
+using MakeCase = GoldenCase (*)(const GoldenSpec&);
+MakeCase maker_of(const json& generator) {
+  return generator.is_object() && generator.contains("scale") ? make_scale_golden_of : make_golden;
+}
+
+// Writes the cases of `specs` and their manifest (with `generator` for a random or scale set).
 void write_golden_set(const std::string& dir, const std::vector<GoldenSpec>& specs, const json& generator,
                       void (*progress)(const std::string&, size_t)) {
+  const MakeCase make = maker_of(generator);
   check_unique_names(specs);
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "cases", ec);
@@ -109,7 +117,7 @@ void write_golden_set(const std::string& dir, const std::vector<GoldenSpec>& spe
   std::set<std::string> wanted;
   std::vector<std::vector<uint8_t>> bytes;
   for (const GoldenSpec& s : specs) {
-    bytes.push_back(serialize_golden(make_golden(s)));
+    bytes.push_back(serialize_golden(make(s)));
     write_file_bytes((fs::path(dir) / case_file(s.name)).string(), bytes.back());
     wanted.insert(s.name + ".safetensors");
     if (progress) progress(s.name, bytes.back().size());
@@ -143,6 +151,12 @@ json read_generator(const std::string& dir) {
 std::vector<GoldenSpec> specs_of(const json& generator, const std::string& dir) {
   if (generator.is_null()) return golden_set();
   try {
+    if (generator.contains("scale")) {  // a scale set: the cases of one tier (golden/scale_golden.hpp)
+      const std::string tier = generator.at("scale").get<std::string>();
+      const std::optional<conformance::ScaleTier> t = conformance::parse_scale_tier(tier);
+      if (!t) throw Error(dir + "/manifest.json: generator.scale = \"" + tier + "\": the tiers are " + conformance::scale_tier_names());
+      return scale_golden_specs(*t, generator.value("filter", std::string()));
+    }
     const conformance::CapabilitiesFile caps = conformance::capabilities_from_json(generator.at("capabilities"), dir + "/manifest.json generator");
     return random_golden_set(generator.at("random").get<int>(), generator.at("seed").get<uint64_t>(), caps.capabilities);
   } catch (const json::exception& e) {
@@ -197,9 +211,23 @@ void generate_random_golden_set(const std::string& dir, int n, uint64_t seed, co
   write_golden_set(dir, random_golden_set(n, seed, caps), random_generator(n, seed, caps), progress);
 }
 
+void generate_scale_golden_set(const std::string& dir, conformance::ScaleTier tier, const std::string& filter,
+                               void (*progress)(const std::string&, size_t)) {
+  json generator{{"scale", conformance::to_string(tier)}};
+  if (!filter.empty()) generator["filter"] = filter;
+  write_golden_set(dir, scale_golden_specs(tier, filter), generator, progress);
+}
+
 std::string golden_set_generator(const std::string& dir) {
   const json g = read_generator(dir);
   if (g.is_null()) return "";
+  if (g.contains("scale")) {
+    const std::string filter = g.value("filter", std::string());
+    std::string quoted = "'";  // a POSIX shell word
+    for (char ch : filter) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return "ringkv golden generate --scale " + g.at("scale").get<std::string>() +
+           (filter.empty() ? "" : " --filter " + quoted + "'") + " --out " + dir;
+  }
   const bool full = g.at("capabilities") == conformance::capabilities_to_json(Capabilities{});
   return "ringkv golden generate --random " + std::to_string(g.at("random").get<int>()) + " --seed " +
          std::to_string(g.at("seed").get<uint64_t>()) + (full ? "" : " --capabilities CAPS.json") + " --out " + dir +
@@ -342,7 +370,8 @@ std::vector<std::string> verify_golden_set(const std::string& dir) {
     if (!listed.count(s.name)) problems.push_back("case " + s.name + " of golden_set() is missing from the manifest");
   }
   std::vector<std::vector<uint8_t>> regenerated(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) regenerated[i] = serialize_golden(make_golden(specs[i]));
+  const MakeCase make = maker_of(generator);
+  for (size_t i = 0; i < specs.size(); ++i) regenerated[i] = serialize_golden(make(specs[i]));
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
   for (const ManifestEntry& e : manifest) {

@@ -73,7 +73,7 @@ std::vector<float> replay_outputs(Engine& engine, const GoldenCase& g, std::vect
   const Config& cfg = g.c.config;
   const int L = g.layers();
   const int64_t Hq = cfg.num_q_heads, D = cfg.head_dim;
-  std::vector<float> out(g.expected.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> out(g.q.size(), std::numeric_limits<float>::quiet_NaN());  // [L][R][Hq][D], the layout of q (and expected)
   if (refused_steps) refused_steps->clear();
   replay_golden(engine, g, [&](size_t st, std::span<const ReplayedChunk> chunks, Refusal refusal) {
     if (refusal == Refusal::refused && refused_steps) refused_steps->push_back(static_cast<int>(st));

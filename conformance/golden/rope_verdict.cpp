@@ -135,22 +135,32 @@ RotatedOracle::RotatedOracle(const GoldenCase& g, const std::vector<float>& q_ro
     k_.codes.clear();
   }
   if (d.k_spr == 0) k_.scales.clear();
-  // History: row r is token `index` of its sequence since the last reset.
-  std::vector<std::vector<int64_t>> seq(static_cast<size_t>(cfg.batch));
-  hist_.resize(g.rows.size());
-  for (size_t r = 0; r < g.rows.size(); ++r) {
-    std::vector<int64_t>& h = seq[static_cast<size_t>(g.rows[r].sequence)];
-    h.resize(static_cast<size_t>(g.rows[r].index));
-    h.push_back(static_cast<int64_t>(r));
-    hist_[r] = h;
+}
+
+const std::vector<int64_t>& RotatedOracle::history(int64_t row) const {
+  if (hist_row_ == row) return hist_;
+  // Walking back from the row through its sequence's rows, the first row met of each index below its
+  // own is the latest one (a rollback re-appends an index later), and all of them lie after the
+  // sequence's last reset: indices 0 .. index - 1 are all appended since then.
+  const GoldenRow& me = g_.rows[static_cast<size_t>(row)];
+  hist_.assign(static_cast<size_t>(me.index) + 1, -1);
+  hist_.back() = row;
+  int64_t missing = me.index;
+  for (int64_t r = row - 1; r >= 0 && missing > 0; --r) {
+    const GoldenRow& x = g_.rows[static_cast<size_t>(r)];
+    if (x.sequence != me.sequence || x.index >= me.index || hist_[static_cast<size_t>(x.index)] >= 0) continue;
+    hist_[static_cast<size_t>(x.index)] = r;
+    --missing;
   }
+  hist_row_ = row;
+  return hist_;
 }
 
 conformance::OracleOutput RotatedOracle::attend(int layer, int64_t row, int head) const {
   const Config& cfg = g_.c.config;
   const LayerConfig& L = cfg.layers[static_cast<size_t>(layer)];
   const int kv_head = head / (cfg.num_q_heads / cfg.num_kv_heads);
-  const std::vector<int64_t>& hist = hist_[static_cast<size_t>(row)];
+  const std::vector<int64_t>& hist = history(row);
   const auto i = static_cast<int64_t>(hist.size()) - 1;
   std::vector<conformance::KeyView> keys;
   for (int64_t j = 0; j <= i; ++j) {

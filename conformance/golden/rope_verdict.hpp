@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,20 @@ class RotatedOracle {
   const std::vector<float>& q_rot_;
   GoldenStored k_, v_;
   std::vector<float> k_tie_, v_tie_;       ///< one code step per INT8 element in the tie window
-  std::vector<std::vector<int64_t>> hist_;  ///< per row: the rows of its sequence since the reset, itself last
+  /// The rows of a row's sequence since its reset, by token index, itself last (the latest row of each
+  /// index: rollbacks re-append). Computed for one row at a time (a scale case has too many rows to keep
+  /// every row's history) and kept for the next call.
+  const std::vector<int64_t>& history(int64_t row) const;
+  mutable std::vector<int64_t> hist_;
+  mutable int64_t hist_row_ = -1;
 };
+
+/// (b) on the (layer, row)s `judged` keeps (all when empty): every q head's output in `o.out` against
+/// `oracle`, the bound's RoPE term off; the counts go to v (tight_*), the first failure to `tight`.
+/// Defined in compare.cpp.
+void check_attention_tightly(const GoldenCase& g, const GoldenOutputs& o, const PrecisionProfile& profile,
+                             const RotatedOracle& oracle, const std::function<bool(int layer, int64_t row)>& judged,
+                             RopeVerdict* v, GoldenOutcome* tight);
 
 /// Without rotated values: counts the (layer, row, q head) whose score bound's RoPE term exceeds all
 /// its other terms under `profile` (kind not_checked; zero where no layer has RoPE).

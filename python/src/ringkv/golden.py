@@ -11,6 +11,7 @@
         step.refused                              # format 2: the spec refuses this step (§12)
     chunk.q, chunk.k, chunk.v                     # [L][n][H][D] f32: the chunk's raw inputs (a slice)
     case.tensors                                  # every tensor of the file (numpy arrays)
+    case.scale_case                               # a scale case ("scale/ci/<shape>"): inputs only, no "expected"
 
 Golden formats 1 and 2 are read; 3 and later are refused (`golden_format_version 3: this ringkv reads
 versions 1 and 2`). Every check that fails raises GoldenError naming the file and the field.
@@ -81,6 +82,9 @@ class Case:
         self.t = tensors  # short alias
         self.name, self.id = meta["name"], meta["id"]
         self.format_version = _version(path, meta)
+        # A scale case (`ringkv golden generate --scale`, docs/scale.md): the schedule and the inputs only,
+        # no "expected" (ringkv check judges its outputs on sampled rows, regenerating the oracle).
+        self.scale_case = meta.get("scale_case")
         self.spec_version = meta.get("spec_version", "1")
         self.classes = _json(path, meta, "classes", list)
         self.json = _json(path, meta, "case", dict)
@@ -139,6 +143,8 @@ class Case:
                   "k": ("float32", (self.L, R, self.Hkv, self.D)), "v": ("float32", (self.L, R, self.Hkv, self.D)),
                   "expected": ("float32", (self.L, R, self.Hq, self.D))}
         optional = {"resets": ("int64", (None, 4)), "rollbacks": ("int64", (None, 4)), "refused": ("int32", (n_steps,))}
+        if self.scale_case is not None:  # a scale case holds no expected outputs
+            optional["expected"] = shapes.pop("expected")
         for name, (dtype, shape) in list(shapes.items()) + list(optional.items()):
             if name not in t:
                 if name in shapes:
