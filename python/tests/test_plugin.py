@@ -59,6 +59,13 @@ def test_random_cases_and_skips_with_reasons(pytester, golden_dir):
     assert re.search(r"SKIPPED \[\d+\] .*: unsupported: bf16 is not built in this engine", out)
 
 
+def test_scale_cases_at_serving_shapes(pytester, golden_dir):
+    result = run(pytester, golden_dir, "--ringkv-engine=ringkv.examples.numpy_engine:make_engine", "--ringkv-scale=ci",
+                 "--ringkv-filter=^scale_ci_gqa32x8_d256", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["ringkv-scale::scale_ci_gqa32x8_d256_b8_fp8_softcap PASSED*"])
+
+
 def test_usage_errors_are_clear(pytester, golden_dir, tmp_path):
     result = run(pytester, golden_dir, "--ringkv-engine=my_engines:nothing")
     result.stderr.fnmatch_lines(["*--ringkv-engine my_engines:nothing: my_engines has no callable nothing*"])

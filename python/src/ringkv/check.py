@@ -59,16 +59,22 @@ def _run(cmd, what):
         raise CheckError(f"{what}: cannot run {cmd[0]}: {e.strerror}") from None
 
 
-def check(outputs_dir, golden_dir=None, ringkv=None, filter=None, capabilities=None, profile=None):
+def check(outputs_dir, golden_dir=None, ringkv=None, filter=None, capabilities=None, profile=None, scale=None):
     """Runs `ringkv check --outputs OUTPUTS_DIR --json` and returns the parsed report (a dict: "passed",
     "cases", "coverage", ...). golden_dir: default the CLI's own default set; filter: a regex over
     "name id classes" (`--filter`); capabilities: a capabilities file (default: OUTPUTS_DIR's
-    capabilities.json, if there); profile: a named profile or a profile file (`--profile`).
+    capabilities.json, if there); profile: a named profile or a profile file (`--profile`); scale: a
+    scale tier ("ci", ...): the outputs of `ringkv golden generate --scale TIER` (generate_scale), judged
+    on the sampled rows instead of a golden set (`--scale TIER --no-golden`, docs/scale.md).
     Exit code 0 (passed) and 1 (failed) give the report; anything else raises CheckError."""
     exe = find_ringkv(ringkv)
+    if scale is not None and golden_dir is not None:
+        raise CheckError("check(): golden_dir and scale exclude each other (a scale set holds no expected outputs)")
     with tempfile.TemporaryDirectory(prefix="ringkv-check-") as tmp:
         report_path = os.path.join(tmp, "report.json")
         cmd = [exe, "check", "--quiet", "--outputs", outputs_dir, "--json", report_path]
+        if scale is not None:
+            cmd += ["--scale", str(scale), "--no-golden"]
         for flag, value in (("--golden", golden_dir), ("--filter", filter), ("--capabilities", capabilities),
                             ("--profile", profile)):
             if value is not None:
@@ -93,6 +99,18 @@ def cases_within(capabilities_file, golden_dir=None, ringkv=None):
     if proc.returncode:
         raise CheckError(f"ringkv golden list exited {proc.returncode}: {' '.join(cmd)}\n{proc.stderr.strip()[-4000:]}")
     return {line.split()[0] for line in proc.stdout.splitlines() if line.strip() and not line.startswith("#")}
+
+
+def generate_scale(out_dir, tier, filter=None, ringkv=None):
+    """`ringkv golden generate --scale TIER [--filter REGEX] --out OUT_DIR`: a tier's scale cases, inputs
+    only (replay them like a golden set; judge the outputs with check(..., scale=TIER))."""
+    exe = find_ringkv(ringkv)
+    cmd = [exe, "golden", "generate", "--scale", str(tier), "--out", out_dir] + (["--filter", filter] if filter else [])
+    proc = _run(cmd, "ringkv golden generate")
+    if proc.returncode:
+        raise CheckError(f"ringkv golden generate exited {proc.returncode}: {' '.join(cmd)}\n"
+                         f"{(proc.stdout + proc.stderr).strip()[-4000:]}")
+    return out_dir
 
 
 def generate_random(out_dir, n, seed, capabilities_file=None, ringkv=None):

@@ -1,10 +1,12 @@
 """The pytest plugin of ringkv (registered through the `pytest11` entry point of the package).
 
     pytest --ringkv-engine mymodule:make_engine [--ringkv-golden DIR] [--ringkv-random N [--ringkv-seed S]]
-           [--ringkv PATH] [--ringkv-filter REGEX]
+           [--ringkv-scale TIER] [--ringkv PATH] [--ringkv-filter REGEX]
 
 makes one test per golden case (and, with --ringkv-random N, per case of a random set generated for
-seed S within the engine's capabilities), named by the case name (`-k decode_w8` selects one). Each
+seed S within the engine's capabilities; with --ringkv-scale TIER, per scale case of the tier, generated
+by `ringkv golden generate --scale` and judged on its sampled rows, docs/scale.md), named by the case
+name (`-k decode_w8` selects one). Each
 test replays its case through the engine (ringkv.replay: `factory()` returns an object of that
 protocol) into its own outputs folder and runs `ringkv check --outputs` on it:
 
@@ -38,6 +40,8 @@ def pytest_addoption(parser):
     group.addoption("--ringkv-random", metavar="N", type=int, default=0,
                     help="also N random cases (ringkv golden generate --random N) within the engine's capabilities")
     group.addoption("--ringkv-seed", metavar="S", type=int, default=1, help="seed of --ringkv-random (default 1)")
+    group.addoption("--ringkv-scale", metavar="TIER",
+                    help="also the scale cases of this tier (ci, host, gpu, gpu-long), judged on sampled rows")
     group.addoption("--ringkv", metavar="PATH", help="the ringkv CLI (default: $RINGKV, else the wheel's bundled CLI, else ringkv on PATH)")
     group.addoption("--ringkv-filter", metavar="REGEX", help="only the cases whose name matches this regex")
 
@@ -93,10 +97,10 @@ def _import_engine_module(module_name, search_dirs):
 class CaseSet:
     """One golden set the session checks: its folder, manifest and the cases within the capabilities."""
 
-    def __init__(self, label, golden_dir, caps_file, ringkv):
+    def __init__(self, label, golden_dir, caps_file, ringkv, scale=None):
         from .check import cases_within
         from .golden import read_manifest
-        self.label, self.dir = label, golden_dir
+        self.label, self.dir, self.scale = label, golden_dir, scale  # scale: the tier of a scale set
         self.manifest = read_manifest(golden_dir)
         self.within = cases_within(caps_file, golden_dir, ringkv)
 
@@ -105,7 +109,7 @@ class RingkvSession:
     """What every item shares: the engine, its capabilities file, the CLI and the scratch folder."""
 
     def __init__(self, config):
-        from .check import default_golden_dir, find_ringkv, generate_random
+        from .check import default_golden_dir, find_ringkv, generate_random, generate_scale
         from .errors import RingkvError
         from .outputs import write_capabilities
         from .replay import capabilities_of, engine_name
@@ -125,6 +129,10 @@ class RingkvSession:
                 out = os.path.join(str(self.tmp), f"random-{n}-seed-{opt('--ringkv-seed')}")
                 generate_random(out, n, opt("--ringkv-seed"), self.caps_file, self.ringkv)
                 self.sets.append(CaseSet("random", out, self.caps_file, self.ringkv))
+            tier = opt("--ringkv-scale")
+            if tier:
+                out = generate_scale(os.path.join(str(self.tmp), f"scale-{tier}"), tier, ringkv=self.ringkv)
+                self.sets.append(CaseSet("scale", out, self.caps_file, self.ringkv, scale=tier))
         except RingkvError as e:
             raise pytest.UsageError(f"ringkv: {e}") from None
         pattern = opt("--ringkv-filter")
@@ -198,9 +206,12 @@ class RingkvCase(pytest.Item):
         os.makedirs(out_dir, exist_ok=True)
         if self.entry.name in self.case_set.within:
             replay(self.case_set.manifest.load(self.entry), rs.engine, out_dir)
-        report = check(out_dir, self.case_set.dir, rs.ringkv, filter="^" + re.escape(self.entry.name) + " ",
-                       capabilities=rs.caps_file)
-        cases = [c for c in report["cases"] if c["name"] == self.entry.name]
+        tier = self.case_set.scale
+        # A scale case's file scale_<tier>_<shape> holds the report's scale/<tier>/<shape>.
+        name = self.entry.name.replace(f"scale_{tier}_", f"scale/{tier}/", 1) if tier else self.entry.name
+        report = check(out_dir, None if tier else self.case_set.dir, rs.ringkv, filter="^" + re.escape(name) + " ",
+                       capabilities=rs.caps_file, scale=tier)
+        cases = [c for c in report["cases"] if c["name"] == name]
         if len(cases) != 1:
             pytest.fail(f"ringkv check reported {len(cases)} results for {self.entry.name}:\n{report['output']}",
                         pytrace=False)
