@@ -101,6 +101,43 @@ std::vector<LayerConfig> sliding_and_full(int64_t W, double theta = 10000.0) {
   return {LayerConfig{W, 0, neox(theta)}, LayerConfig{64, 0, neox(theta)}};
 }
 
+// Serving (issue 35): three requests in a batch of three from position 0, W the smallest sliding window.
+// Step 0 prefills them together: sequence 1's prompt repeats sequence 0's first W + 3 of W + 5 tokens (a shared
+// prefix longer than the window), sequence 2's its first W - 1 (shorter), and both diverge after it
+// (sequence 2 in its first decode step). All decode past the wrap. Then sequence 2's request ends and a
+// new one takes the sequence (a reset to 0) whose prompt re-sends sequence 0's first W + 2 tokens after
+// sequence 0's early keys left its window, while the others decode (a join mid-run). Sequence 0 then
+// leaves (sits out) and comes back as a new request re-sending its own first W + 1 tokens. No prefix
+// length is a multiple of 4, so an engine that shares whole blocks of 4 shares past a divergence.
+Case& serving_prefix_schedule(Case& c) {
+  int64_t W = c.config.layers[0].window;
+  for (const LayerConfig& l : c.config.layers) W = std::min(W, l.window);
+  c.shared_prefixes = {{1, 0, W + 3}, {2, 0, W - 1}, {3, 0, W + 2}, {4, 0, W + 1}};
+  std::vector<StepPlan> steps{StepPlan{{}, {W + 5, W + 5, W - 1}}};
+  for (int i = 0; i < W + 2; ++i) steps.push_back(StepPlan{{}, {1, 1, 1}});
+  steps.push_back(reset_then(2, 0, 3, {1, 1, W + 4}));  // a new request joins: its prefill beside two decodes
+  for (int i = 0; i < 3; ++i) steps.push_back(StepPlan{{}, {1, 1, 1}});
+  steps.push_back(StepPlan{{}, {0, 1, 1}});  // sequence 0's request has ended: it sits out
+  steps.push_back(reset_then(0, 0, 4, {W + 2, 1, 1}));  // and is taken by a request re-sending its old prefix
+  for (int i = 0; i < 2; ++i) steps.push_back(StepPlan{{}, {1, 1, 1}});
+  return schedule(c, {0, 0, 0}, std::move(steps));
+}
+
+// Serving scale (issue 35): one sequence per prompt, all from position 0; sequence s joins at step s
+// with its whole prompt while the earlier ones decode, then every sequence decodes `decodes` tokens.
+Case& long_multi_schedule(Case& c, const std::vector<int64_t>& prompts, int decodes) {
+  const size_t B = prompts.size();
+  std::vector<StepPlan> steps;
+  for (size_t s = 0; s < B; ++s) {
+    StepPlan st{{}, std::vector<int64_t>(B, 0)};
+    for (size_t q = 0; q < s; ++q) st.tokens[q] = 1;
+    st.tokens[s] = prompts[s];
+    steps.push_back(st);
+  }
+  for (int i = 0; i < decodes; ++i) steps.push_back(StepPlan{{}, std::vector<int64_t>(B, 1)});
+  return schedule(c, std::vector<int64_t>(B, 0), std::move(steps));
+}
+
 }  // namespace
 
 std::vector<GoldenSpec> golden_set() {
@@ -837,6 +874,37 @@ std::vector<GoldenSpec> golden_set() {
     set.push_back(spec("batch_generation_sinks_small_qk_d64_bf16", {"sinks", "head_dim-64", "kv-bf16", "gqa",
                                                                     "multi-layer", "sliding-and-full"}, c));
   }
+
+  // ---- serving schedules (issue 35, spec 1.2 §5.0): shared and re-sent prefixes, requests joining a
+  // running batch, many sequences at serving scale. Every sequence starts at position 0 and every reset
+  // is to 0, as a serving engine starts each request. ----
+  const auto serving = [&](const char* name, std::vector<LayerConfig> layers, int Hq, int Hkv, int D, DType dtype,
+                           uint64_t seed) {
+    Case c = shaped_case(std::move(layers), Hq, Hkv, D, random, seed);
+    kv(c, dtype);
+    serving_prefix_schedule(c);
+    set.push_back(spec(name, {"prefix-shared", "prefix-reused", "join-mid-run", "batch-mixed", "sit-out", "reset-reuse",
+                              "reset-p0-same"}, c));
+  };
+  // Small shapes (the golden set's size is paid by every engine): f32 at D 16 / 32, and bf16 at D 64 and
+  // 128 with one head (what a bf16 engine at the common head dims judges).
+  serving("serving_prefixes_f32_w4_sliding_full", sliding_and_full(4), 2, 1, 16, DType::f32, 221);
+  serving("serving_prefixes_f32_w8_d32", {LayerConfig{8, 0, neox()}}, 2, 1, 32, DType::f32, 222);
+  serving("serving_prefixes_bf16_w4_d64", {LayerConfig{4, 0, neox()}}, 1, 1, 64, DType::bf16, 223);
+  serving("serving_prefixes_bf16_w4_d128", {LayerConfig{4, 0, neox(500000.0)}}, 1, 1, 128, DType::bf16, 224);
+  // Many sequences at once (issue 35): four sequences joining at different steps into one window of 128,
+  // about 320 cells in use at once, 32+ decodes past the window, learned sink logits.
+  const auto long_multi = [&](const char* name, int Hq, int D, DType dtype, uint64_t seed, std::vector<int64_t> prompts,
+                              int decodes) {
+    Case c = shaped_case({LayerConfig{128, 0, neox()}}, Hq, 1, D, random, seed);
+    kv(c, dtype);
+    c.config.sink_logits = {Hq == 2 ? std::vector<float>{0.5f, -1.0f} : std::vector<float>{0.75f}};
+    long_multi_schedule(c, prompts, decodes);
+    set.push_back(spec(name, {"long-multi-seq", "join-mid-run", "sink-logits", "batch-mixed"}, c));
+  };
+  long_multi("serving_long_4seq_w128_f32_gqa", 2, 16, DType::f32, 225, {129, 40, 30, 20}, 32);
+  long_multi("serving_long_4seq_w128_f32_d32", 1, 32, DType::f32, 226, {30, 129, 20, 40}, 32);
+  long_multi("serving_long_4seq_w128_bf16_d32", 1, 32, DType::bf16, 227, {40, 20, 131, 30}, 33);
 
   // Each case carries every class it exercises (derive_classes); its hand-written tags say what it
   // was built for, and a tag it does not exercise is a bug of the catalogue.

@@ -4,6 +4,7 @@
 #include "support/capabilities.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@ namespace ringkv::golden {
 using conformance::Case;
 using conformance::DataMode;
 using conformance::ResetPlan;
+using conformance::RollbackPlan;
 using conformance::StepPlan;
 using nlohmann::json;
 
@@ -77,6 +79,118 @@ void derive_rollback_classes(const Case& c, std::set<std::string>* out) {
       for (size_t l = 0; l < L; ++l) high[l * B + s] = std::max(high[l * B + s], held[s]);
     }
     tracker.apply(st);
+  }
+}
+
+// Serving classes (issue 35, spec 1.2 §5.0), from the schedule and the declared repeats.
+// join-mid-run: a sequence appends a chunk of 2+ tokens from index 0 (a prefill) in a step where another
+// appends one token at an index >= 1 (a decode).
+void derive_join_mid_run(const Case& c, std::set<std::string>* out) {
+  const auto B = static_cast<size_t>(c.config.batch);
+  conformance::ScheduleTracker tracker(c);
+  for (const StepPlan& st : c.steps) {
+    if (!tracker.honoured(st)) continue;  // a refused step appends nothing
+    std::vector<int64_t> at(B);  // what each sequence holds when the step's appends begin
+    for (size_t s = 0; s < B; ++s) at[s] = tracker.held(static_cast<int>(s));
+    for (const RollbackPlan& r : st.rollbacks) at[static_cast<size_t>(r.sequence)] -= r.n_tokens;
+    for (const ResetPlan& r : st.resets) at[static_cast<size_t>(r.sequence)] = 0;
+    bool prefill = false, decode = false;
+    for (size_t s = 0; s < B; ++s) {
+      prefill = prefill || (at[s] == 0 && st.tokens[s] >= 2);
+      decode = decode || (at[s] >= 1 && st.tokens[s] == 1);
+    }
+    if (prefill && decode) out->insert("join-mid-run");
+    tracker.apply(st);
+  }
+}
+
+// The prefix classes, from the declared repeats (repeat_rows). A run is one sequence on one stream (what
+// it appends between resets); its shared prefix is its repeated tokens from index 0, all repeating one
+// source run; it diverges when it appends an original token. prefix-shared: two such prefixes whose
+// sources are still running (appending at or after the step the prefix begins) and which then diverge,
+// one longer than a sliding layer's window W and one shorter than W. prefix-reused: a repeated token
+// whose source run had, by the step it was repeated, held more than index + W tokens (so a sliding
+// layer's window had dropped its key from the source's ring, index >= S).
+void derive_prefix_classes(const Case& c, std::set<std::string>* out) {
+  std::vector<GoldenRow> rows;
+  std::vector<GoldenChunk> chunks;
+  layout_rows(c, rollback_schedule(c), &rows, &chunks);
+  const std::vector<int32_t> rep = repeat_rows(c, rows);
+  using Run = std::pair<int, int>;  // (sequence, stream)
+  struct Prefix {
+    int64_t length = 0;
+    int first_step = -1;
+    Run source{-1, -1};
+    bool broken = false;  // an original token came: the prefix ended (later repeats do not extend it)
+    bool diverges = false;
+  };
+  std::map<Run, Prefix> prefix;
+  std::map<Run, int> last_step;              // the last step a run appended in
+  std::map<Run, int64_t> held, before;       // the most tokens a run held so far; and before this step
+  int step = -1;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const GoldenRow& row = rows[r];
+    const Run run{row.sequence, row.stream};
+    if (row.step != step) {
+      before = held;
+      step = row.step;
+    }
+    last_step[run] = row.step;
+    Prefix& p = prefix[run];
+    if (rep[r] >= 0 && !p.broken && row.index == p.length) {
+      const GoldenRow& src = rows[static_cast<size_t>(rep[r])];
+      const Run from{src.sequence, src.stream};
+      if (p.length == 0) p = Prefix{0, row.step, from, false, false};
+      if (from != p.source) {
+        p.broken = true;
+        continue;
+      }
+      ++p.length;
+      for (const LayerConfig& l : c.config.layers) {  // the source's key had left its own window by now
+        if (src.step < row.step && conformance::is_sliding(l, c.config) && src.index >= l.sinks &&
+            before[from] > src.index + l.window) {
+          out->insert("prefix-reused");
+        }
+      }
+    } else {
+      p.diverges = p.diverges || (rep[r] < 0 && p.length > 0);
+      p.broken = true;
+    }
+    held[run] = std::max(held[run], row.index + 1);
+  }
+  for (const LayerConfig& l : c.config.layers) {
+    if (!conformance::is_sliding(l, c.config)) continue;
+    bool longer = false, shorter = false;
+    for (const auto& [run, p] : prefix) {
+      if (p.length == 0 || !p.diverges || last_step[p.source] < p.first_step) continue;
+      longer = longer || p.length > l.window;
+      shorter = shorter || p.length < l.window;
+    }
+    if (longer && shorter) out->insert("prefix-shared");
+  }
+}
+
+// long-multi-seq: 4+ sequences, a sliding layer of W >= 128 in which 256+ cells are in use at once, 32+
+// one-token decode steps of one sequence past index W, and learned sink logits.
+void derive_long_multi_seq(const Case& c, std::set<std::string>* out) {
+  const Config& cfg = c.config;
+  if (cfg.batch < 4 || cfg.sink_logits.empty() || conformance::ScheduleTracker::has_rollbacks(c)) return;
+  for (const LayerConfig& l : cfg.layers) {
+    if (!conformance::is_sliding(l, cfg) || l.window < 128) continue;
+    const int64_t C = ring_capacity(l, cfg.max_tokens);
+    std::vector<int64_t> held(static_cast<size_t>(cfg.batch), 0), decodes(held.size(), 0);
+    int64_t most_cells = 0, most_decodes = 0;
+    for (const StepPlan& st : c.steps) {
+      for (const ResetPlan& r : st.resets) held[static_cast<size_t>(r.sequence)] = 0;
+      int64_t cells = 0;
+      for (size_t s = 0; s < held.size(); ++s) {
+        if (st.tokens[s] == 1 && held[s] >= l.window) most_decodes = std::max(most_decodes, ++decodes[s]);
+        held[s] += st.tokens[s];
+        cells += std::min(held[s], C);
+      }
+      most_cells = std::max(most_cells, cells);
+    }
+    if (most_cells >= 256 && most_decodes >= 32) out->insert("long-multi-seq");
   }
 }
 
@@ -190,6 +304,9 @@ std::vector<std::string> derive_classes(const Case& c) {
   }
   for (int s = 0; s < B; ++s) close_epoch(s);
   derive_rollback_classes(c, &out);
+  if (B > 1) derive_join_mid_run(c, &out);
+  derive_prefix_classes(c, &out);
+  derive_long_multi_seq(c, &out);
   // Needles: some planted boundary target t (with t - W not a sink) is reached by the schedule.
   if (c.data == DataMode::needle) {
     const int64_t most = needed_max_tokens(c);

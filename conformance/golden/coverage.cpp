@@ -59,6 +59,16 @@ const std::vector<ClassInfo>& class_catalogue() {
       {"pos-2^20", core, false, "positions at or beyond 2^20"},
       {"pos-2^24", core, false, "positions at or beyond 2^24 (f32 positions lose integers)"},
       {"pos-2^31", core, false, "positions near the largest, 2^31 - 1"},
+      // ---- core, not structural: serving schedules (issue 35, spec 1.2 §5.0); an engine that shares
+      // nothing between sequences meets them as plain batches ----
+      {"join-mid-run", core, false, "a prefill from index 0 in the same step as another sequence's decode (a request "
+                                    "joining a running batch)"},
+      {"prefix-shared", core, false, "sequences of one batch whose first tokens repeat another's (same positions and "
+                                     "inputs), then diverge"},
+      {"prefix-reused", core, false, "a new or reset sequence re-sending a prefix after the window evicted its early keys "
+                                     "from the sequence that sent it first"},
+      {"long-multi-seq", core, false, "at least 4 sequences in one window of W >= 128, 256+ cells in use at once, "
+                                      "32+ decode steps past the window, learned sink logits (judged with that feature)"},
       // ---- features on top of the core ----
       {"sinks", feature, false, "sink tokens kept beside the window"},
       {"sink-logits", feature, false, "learned per-head sink logits"},
@@ -122,7 +132,14 @@ std::string class_not_applicable(const Capabilities& c, const std::string& name)
   const bool layers = c.max_layers > 1, batch = c.max_batch > 1;
   const auto need = [](bool ok, const char* why) { return ok ? std::string() : std::string(why); };
   if (name == "W=1") return need(c.min_window <= 1, "min_window > 1");
-  if (name == "batch-mixed" || name == "sit-out") return need(batch, "max_batch 1");
+  if (name == "batch-mixed" || name == "sit-out" || name == "join-mid-run" || name == "prefix-shared") {
+    return need(batch, "max_batch 1");
+  }
+  if (name == "long-multi-seq") {
+    if (!c.sink_logits) return "no sink logits";
+    if (c.max_batch < 4) return "max_batch < 4";
+    return need(c.max_window >= 128, "max_window < 128");
+  }
   if (name == "multi-layer" || name == "sliding-and-full") return need(layers, "max_layers 1");
   if (name == "reset-p0-down" || name == "reset-p0-up") return need(c.settable_p0, "start positions not settable");
   if (name == "rope-neox") return need(has(c.rope_styles, RopeStyle::neox), "no neox RoPE");

@@ -38,6 +38,22 @@ void layout_rows(const conformance::Case& c, const std::vector<uint8_t>& refused
 /// (format 2 records a refused step with its rollbacks only). Defined in record.cpp.
 std::vector<uint8_t> rollback_schedule(const conformance::Case& c);
 
+/// Spec 1.2 (golden format §3.1): per row, -1 for an original row, else the first earlier row with the
+/// same position and the same q, k and v in every layer (the same data stream, through the case's
+/// shared_prefixes, and index): a shared prefix, or a stream a reset gives another sequence again at the
+/// same start position. Defined in repeats.cpp.
+std::vector<int32_t> repeat_rows(const conformance::Case& c, const std::vector<GoldenRow>& rows);
+
+/// The __metadata__ 'repeats' value of a per-row repeat_of: a JSON array of runs [row, of, n] (rows
+/// row .. row + n - 1 repeat rows of .. of + n - 1), "" when no row repeats. Defined in repeats.cpp.
+std::string repeats_to_json(const std::vector<int32_t>& repeat_of);
+
+/// Parses a __metadata__ 'repeats' value against g (rows and inputs read) and returns the per-row
+/// repeat_of. Every run lies in [0, R), ascending, without overlap; each repeat names an earlier row
+/// that is not itself a repeat, with the same position and bitwise-equal q, k and v in every layer.
+/// Throws ringkv::Error naming the run, the rows and the tensor that differs, blaming the file (`src`).
+std::vector<int32_t> read_repeats(const GoldenCase& g, const std::string& text, const std::string& src);
+
 /// The golden format version a case is written in: 2 (spec 1.1) with rollback events or a nonzero
 /// rollback reserve in any layer, else 1 (byte-identical to the files written before format 2).
 inline int format_version_of(const conformance::Case& c) {

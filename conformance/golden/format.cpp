@@ -124,6 +124,8 @@ StFile golden_to_safetensors(const GoldenCase& g) {
   f.metadata["id"] = c.id();
   f.metadata["case"] = conformance::case_to_json(c).dump();
   f.metadata["classes"] = json(g.classes).dump();
+  // Spec 1.2 (§3.1): which rows repeat an earlier row's inputs; a key that readers before it ignore.
+  if (const std::string runs = repeats_to_json(g.repeat_of); !runs.empty()) f.metadata["repeats"] = runs;
   auto& t = f.tensors;
   t["schedule"] = make_tensor({d.T, d.B}, schedule_tensor(c));
   if (num_resets(c) > 0) t["resets"] = make_tensor({static_cast<int64_t>(num_resets(c)), 4}, resets_tensor(c));
@@ -270,7 +272,7 @@ GoldenCase golden_from_safetensors(const StFile& f) {
   const std::string want_spec = v2 ? kSpecVersion11 : kSpecVersion;
   if (f.meta("spec_version") != want_spec) {
     throw bad("spec_version " + f.meta("spec_version") + ": golden format " + version + " holds spec " + want_spec +
-              " cases (this ringkv implements spec 1.1)");
+              " cases (this ringkv implements spec " + kSpecImplemented + ")");
   }
   GoldenCase g;
   g.name = f.meta("name");
@@ -387,6 +389,8 @@ GoldenCase golden_from_safetensors(const StFile& f) {
     }
     if (spr > 0) take(p + "_scales", {d.L, d.R, d.Hkv, spr}, &s.scales);
   }
+  // Spec 1.2 (§3.1): every declared repeat checked against the data, so a wrong one blames the file.
+  if (const auto it = f.metadata.find("repeats"); it != f.metadata.end()) g.repeat_of = read_repeats(g, it->second, src);
   reject_unexpected(f, expected_names, version);
   for (double n : g.n_keys) {
     if (!(n >= 1)) throw bad("tensor 'score.n_keys' holds " + show_number(n) + ": every query sees at least its own key");

@@ -27,6 +27,9 @@ inline constexpr const char* kGoldenFormatVersion = "1";
 inline constexpr const char* kSpecVersion = "1";
 inline constexpr const char* kGoldenFormatVersion2 = "2";
 inline constexpr const char* kSpecVersion11 = "1.1";
+/// The spec this ringkv implements (docs/spec.md). Spec 1.2 adds no step semantics, so a case needs spec
+/// 1 or 1.1 (its spec_version); 1.2's declared repeats (§3.1) are read by both golden formats.
+inline constexpr const char* kSpecImplemented = "1.2";
 inline constexpr const char* kOutputsFormat = "ringkv-golden-outputs";
 
 /// One case of the committed set: a stable file name, its boundary classes, the case.
@@ -86,6 +89,9 @@ struct GoldenCase {
   std::vector<GoldenRow> rows;      ///< [R] in schedule order: step, then sequence ascending, then token.
                                     ///< After a rollback (format 2) an index appears again: the latest row wins
   std::vector<GoldenChunk> chunks;  ///< [C] in the same order
+  /// [R] spec 1.2 (golden format §3.1, __metadata__ 'repeats'): -1, or the first earlier row this row
+  /// repeats (same position, bitwise-equal q, k and v in every layer). Empty when no row repeats.
+  std::vector<int32_t> repeat_of;
   std::vector<float> q;             ///< [L][R][Hq][D] raw (unrotated) inputs, exactly what the oracle saw
   std::vector<float> k, v;          ///< [L][R][Hkv][D]
   std::vector<float> expected;      ///< [L][R][Hq][D] oracle output rounded to f32

@@ -249,16 +249,16 @@ TEST(GoldenSet, CoversEveryBoundaryClassAndTagsOnlyWhatACaseHas) {
   for (const std::string& cl : boundary_classes()) EXPECT_TRUE(covered.count(cl)) << "no golden case covers " << cl;
 }
 
-// The budget issue 14 sets for the core cases, the verdict-fidelity cases and the rollback cases
-// together: 32 MB, so that a clone and a CI checkout stay quick.
-TEST(GoldenSet, StaysUnder32MB) {
+// The budget for the whole committed set, so that a clone and a CI checkout stay quick: issue 14 set
+// 32 MB for the core, verdict-fidelity and rollback cases; issue 35 raised it to 40 MB with the serving cases.
+TEST(GoldenSet, StaysUnder40MB) {
   int64_t total = 0;
   for (const ManifestEntry& e : read_manifest(kDir)) {
     total += e.bytes;
     EXPECT_EQ(static_cast<int64_t>(fs::file_size(kDir + "/" + e.file)), e.bytes) << e.file;
   }
   std::printf("[golden] committed set: %zu cases, %lld bytes\n", read_manifest(kDir).size(), static_cast<long long>(total));
-  EXPECT_LT(total, 32'000'000);
+  EXPECT_LT(total, 40'000'000);
 }
 
 std::vector<GoldenCase> committed();  // every committed case, read from golden/ (defined below)

@@ -258,7 +258,30 @@ std::vector<Row> table() {
                   "{file}: golden_format_version 3: this ringkv reads versions 1 and 2 (a newer ringkv wrote this case)"});
   rows.push_back({"unknown_spec_version", "an unknown spec version", Reader::golden_case,
                   "__metadata__ spec_version = \"2\"", on_meta("spec_version", "2"),
-                  "{file}: spec_version 2: golden format 1 holds spec 1 cases (this ringkv implements spec 1.1)"});
+                  "{file}: spec_version 2: golden format 1 holds spec 1 cases (this ringkv implements spec 1.2)"});
+  // ---- spec 1.2: declared repeats (__metadata__ 'repeats', golden format §3.1), on a case that has them
+  const std::string with_repeats = "serving_prefixes_f32_w8_d32";  // runs [[13,0,11],...]: Hkv 1, D 32
+  rows.push_back({"repeats_data_differ", "a declared repeat whose data differ", Reader::golden_case,
+                  "element 421 of tensor 'k' (layer 0, row 13, head 0, dim 5) changed, row 13 being declared a repeat of row 0",
+                  set_element<float>("k", 13 * 32 + 5, 0.4375f),
+                  "{file}: __metadata__ repeats[0]: row 13 repeats row 0, but tensor 'k' differs at [0, 13, 0, 5]: a repeat "
+                  "has bitwise-equal q, k and v in every layer (a corrupt golden: the file, not the engine)",
+                  false, with_repeats});
+  rows.push_back({"repeats_position_differs", "a declared repeat at another position", Reader::golden_case,
+                  "__metadata__ repeats = \"[[14,0,1]]\"", on_meta("repeats", "[[14,0,1]]"),
+                  "{file}: __metadata__ repeats[0]: row 14 repeats row 0, but tensor 'positions' holds 1 and 0: a repeat has "
+                  "the same position (a corrupt golden: the file, not the engine)",
+                  false, with_repeats});
+  rows.push_back({"repeats_not_earlier", "a declared repeat of a later row", Reader::golden_case,
+                  "__metadata__ repeats = \"[[13,20,1]]\"", on_meta("repeats", "[[13,20,1]]"),
+                  "{file}: __metadata__ repeats[0] = [13, 20, 1]: of must lie in [0, row = 13): a repeat names an earlier "
+                  "row (a corrupt golden: the file, not the engine)",
+                  false, with_repeats});
+  rows.push_back({"repeats_not_runs", "repeats not a list of runs", Reader::golden_case,
+                  "__metadata__ repeats = \"[[13,0]]\"", on_meta("repeats", "[[13,0]]"),
+                  "{file}: __metadata__ repeats[0] = [13,0]: every run is [row, of, n], three integers (a corrupt golden: "
+                  "the file, not the engine)",
+                  false, with_repeats});
   // ---- the case's config and schedule (__metadata__ 'case')
   rows.push_back({"config_window_zero", "config: W = 0", Reader::golden_case, "case.config.layers[0].window = 0",
                   on_case([](json& c, Input&) { c["config"]["layers"][0]["window"] = 0; }),

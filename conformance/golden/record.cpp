@@ -186,6 +186,8 @@ GoldenCase make_golden(const GoldenSpec& spec) {
     throw Error("golden case " + spec.name + ": " + e.what());
   }
   layout_rows(c, g.refused, &g.rows, &g.chunks);
+  g.repeat_of = repeat_rows(c, g.rows);  // spec 1.2: every row whose inputs repeat an earlier row's
+  if (std::all_of(g.repeat_of.begin(), g.repeat_of.end(), [](int32_t r) { return r < 0; })) g.repeat_of.clear();
   const Dims d = dims_of(c, g.num_rows());
   const size_t nq = count({d.L, d.R, d.Hq, d.D}), nkv = count({d.L, d.R, d.Hkv, d.D}), ns = count({d.L, d.R, d.Hq});
   g.q.resize(nq);
@@ -284,6 +286,8 @@ GoldenCase make_golden(const GoldenSpec& spec) {
       }
     }
   }
+  // The generator's own check: every row it declares a repeat holds its source's bits (else it is a bug here).
+  if (!g.repeat_of.empty()) (void)read_repeats(g, repeats_to_json(g.repeat_of), "golden case " + spec.name);
   return g;
 }
 

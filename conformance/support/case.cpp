@@ -62,8 +62,36 @@ std::vector<int64_t> needle_targets(const Case& c, int layer) {
   return t;
 }
 
+int data_stream(const Case& c, int stream, int64_t index) {
+  for (size_t hops = 0; hops <= c.shared_prefixes.size(); ++hops) {
+    const auto it = std::find_if(c.shared_prefixes.begin(), c.shared_prefixes.end(),
+                                 [&](const SharedPrefix& p) { return p.stream == stream && index < p.tokens; });
+    if (it == c.shared_prefixes.end()) return stream;
+    stream = it->from;
+  }
+  throw std::logic_error("shared_prefixes: a cycle through stream " + std::to_string(stream));
+}
+
+void check_shared_prefixes(const Case& c) {
+  for (size_t i = 0; i < c.shared_prefixes.size(); ++i) {
+    const SharedPrefix& p = c.shared_prefixes[i];
+    const std::string at = "shared_prefixes[" + std::to_string(i) + "]";
+    const auto in_range = [](int64_t s) { return s >= 0 && s <= (int64_t{1} << 30); };
+    if (!in_range(p.stream) || !in_range(p.from)) throw std::logic_error(at + ": streams must lie in [0, 2^30]");
+    if (p.stream == p.from) throw std::logic_error(at + ".from = " + std::to_string(p.from) + ": names its own stream");
+    if (p.tokens < 1 || p.tokens > (int64_t{1} << 40)) throw std::logic_error(at + ".tokens: must lie in [1, 2^40]");
+    for (size_t j = 0; j < i; ++j) {
+      if (c.shared_prefixes[j].stream == p.stream) {
+        throw std::logic_error(at + ".stream = " + std::to_string(p.stream) + ": already has a shared prefix");
+      }
+    }
+  }
+  for (const SharedPrefix& p : c.shared_prefixes) (void)data_stream(c, p.stream, 0);  // throws on a cycle
+}
+
 void input_row(const Case& c, Tensor t, int layer, int stream, int64_t index, int head, float* out) {
   const int D = c.config.head_dim;
+  if (!c.shared_prefixes.empty()) stream = data_stream(c, stream, index);
   if (t != Tensor::q) {
     if (c.zero_rows_every > 0 && index % c.zero_rows_every == c.zero_rows_every - 1) {
       std::fill(out, out + D, 0.0f);
@@ -163,6 +191,7 @@ std::vector<AppendedChunk> appended_chunks(const Case& c) {
 }
 
 void check_schedule(const Case& c) {
+  check_shared_prefixes(c);
   ScheduleTracker tracker(c);
   for (size_t s = 0; s < c.steps.size(); ++s) {
     try {
@@ -289,6 +318,9 @@ std::string Case::id() const {
 std::string Case::describe() const {
   std::ostringstream os;
   os << "case " << id() << "\n" << ringkv::describe(config) << "  data: " << to_string(data) << ", seed " << seed << "\n";
+  for (const SharedPrefix& p : shared_prefixes) {
+    os << "  stream " << p.stream << "'s tokens [0, " << p.tokens << ") repeat stream " << p.from << "'s\n";
+  }
   std::vector<int64_t> seen(static_cast<size_t>(config.batch), 0);
   ScheduleTracker tracker(*this);
   for (size_t i = 0; i < steps.size(); ++i) {

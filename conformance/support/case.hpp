@@ -42,6 +42,16 @@ struct StepPlan {
   std::vector<RollbackPlan> rollbacks{};  ///< spec 1.1
 };
 
+/// Spec 1.2 (§5, identical inputs; golden format §3.1): stream `stream`'s tokens 0 .. tokens - 1 carry the
+/// data of stream `from`'s tokens of the same indices, so that a sequence running `stream` from the same
+/// start position repeats `from`'s first tokens bit for bit (a shared or re-sent prefix), then diverges.
+struct SharedPrefix {
+  int stream = 0;
+  int from = 0;
+  int64_t tokens = 0;
+  bool operator==(const SharedPrefix&) const = default;
+};
+
 struct Case {
   Config config;
   std::vector<StepPlan> steps;
@@ -56,6 +66,12 @@ struct Case {
   std::vector<int64_t> needle_windows, needle_sinks;
   int kv_head_repeat = 1;  ///< k/v data of kv head h is that of head h / kv_head_repeat (GQA as MHA)
   int64_t zero_rows_every = 0;  ///< > 0: k and v rows of tokens with index % n == n - 1 are all zero
+  /// Spec 1.2: streams whose first tokens repeat another stream's (at most one entry per stream; `from`
+  /// resolves through further entries, never in a cycle). Empty for every case before spec 1.2. A
+  /// generator parameter only: neither id() nor the case JSON holds it (a golden file declares its
+  /// effect as __metadata__ 'repeats', golden format §3.1, which readers before spec 1.2 ignore), so
+  /// every case reads the same with or without it; the catalogue keeps such cases' names and seeds distinct.
+  std::vector<SharedPrefix> shared_prefixes;
 
   /// Stable identity naming every parameter; usable in filters and reports.
   std::string id() const;
@@ -70,6 +86,13 @@ struct Case {
 Case shaped_case(std::vector<LayerConfig> layers, int Hq, int Hkv, int D, DataMode data, uint64_t seed);
 
 enum class Tensor : uint64_t { q = 1, k = 2, v = 3 };
+
+/// The stream whose data token `index` of `stream` carries: `stream` itself, or through shared_prefixes
+/// the stream it repeats at that index. Throws std::logic_error on a cycle.
+int data_stream(const Case& c, int stream, int64_t index);
+/// Checks shared_prefixes (throws std::logic_error naming the entry): streams and tokens in range, one
+/// entry per stream, no entry naming its own stream, no cycle.
+void check_shared_prefixes(const Case& c);
 
 /// Writes the raw (unrotated) input row x[0..D) of one (tensor, layer, stream, token, head).
 void input_row(const Case& c, Tensor t, int layer, int stream, int64_t index, int head, float* out);

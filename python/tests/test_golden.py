@@ -174,3 +174,48 @@ def test_a_manifest_version_given_as_a_number_names_the_field_and_the_form(tmp_p
         ringkv.read_manifest(folder)
     assert str(e.value) == (f"{folder}/manifest.json: golden_format_version = 2: must be a string, \"1\" or \"2\" "
                             "(a version is written as a JSON string)")
+
+
+def test_declared_repeats_read_and_hold_equal_data(manifest):
+    """Spec 1.2 (golden-format §3.1): the serving cases declare repeats; each is the same position and
+    bitwise-equal q, k and v, and every other case declares none (all -1)."""
+    declaring = 0
+    for entry in manifest:
+        case = manifest.load(entry)
+        assert case.repeat_of.shape == (case.R,)
+        if "repeats" not in case.meta:
+            assert (case.repeat_of == -1).all(), case.name
+            continue
+        declaring += 1
+        for r in np.flatnonzero(case.repeat_of >= 0):
+            j = case.repeat_of[r]
+            assert j < r and case.repeat_of[j] == -1
+            assert case.t["positions"][j] == case.t["positions"][r]
+            for name in ("q", "k", "v"):
+                assert case.t[name][:, j].tobytes() == case.t[name][:, r].tobytes()
+        chunks = [c for step in case.steps for c in step.chunks]
+        assert np.concatenate([c.repeat_of for c in chunks]).tolist() == case.repeat_of.tolist()
+    assert declaring >= 3
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t, m: t["k"].__setitem__((0, 13, 0, 5), 0.4375),
+     "__metadata__ repeats: row 13 repeats row 0, but tensor 'k' differs"),
+    (lambda t, m: m.__setitem__("repeats", "[[14,0,1]]"),
+     "row 14 repeats row 0, but tensor 'positions' holds 1 and 0: a repeat has the same position"),
+    (lambda t, m: m.__setitem__("repeats", "[[13,20,1]]"), "repeats[0] = [13, 20, 1]: of must lie in [0, row = 13)"),
+    (lambda t, m: m.__setitem__("repeats", "[[13,0]]"), "every run is [row, of, n], three integers"),
+    (lambda t, m: m.__setitem__("repeats", "[[13"), "__metadata__ repeats is not JSON"),
+])
+def test_a_declared_repeat_the_data_contradict_is_a_corrupt_golden(tmp_path, manifest, edit, message):
+    src = manifest.by_name["serving_prefixes_f32_w8_d32"].file
+    with safe_open(src, framework="numpy") as f:
+        m = dict(f.metadata())
+        t = {k: f.get_tensor(k) for k in f.keys()}
+    edit(t, m)
+    path = str(tmp_path / "bad.safetensors")
+    save_file(t, path, metadata=m)
+    with pytest.raises(GoldenError) as e:
+        ringkv.read_case(path)
+    assert path in str(e.value) and message in str(e.value)
+    assert "is not JSON" in message or "a corrupt golden: the file, not the engine" in str(e.value)

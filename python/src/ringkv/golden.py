@@ -12,6 +12,9 @@
     chunk.q, chunk.k, chunk.v                     # [L][n][H][D] f32: the chunk's raw inputs (a slice)
     case.tensors                                  # every tensor of the file (numpy arrays)
     case.scale_case                               # a scale case ("scale/ci/<shape>"): inputs only, no "expected"
+    case.repeat_of, chunk.repeat_of               # [R] / [n] int64: -1, or the earlier row this row repeats
+                                                  # (spec 1.2, golden-format §3.1: same position, same q/k/v
+                                                  # in every layer; all -1 when the file declares none)
 
 Golden formats 1 and 2 are read; 3 and later are refused (`golden_format_version 3: this ringkv reads
 versions 1 and 2`). Every check that fails raises GoldenError naming the file and the field.
@@ -40,7 +43,7 @@ STEP_FIELDS = ("resets", "tokens", "rollbacks")
 RESET_FIELDS = ("sequence", "start_position", "stream")
 ROLLBACK_FIELDS = ("sequence", "n_tokens", "stream")
 REQUIRES_CAPABILITIES = {"rollback"}
-SPEC_VERSIONS = {"1", "1.1"}
+SPEC_VERSIONS = {"1", "1.1"}  # what a case may need; spec 1.2 adds no step semantics (its repeats: §3.1)
 
 
 class Chunk:
@@ -55,6 +58,7 @@ class Chunk:
         self.q = case.tensors["q"][:, b:b + n]                   # [L][n][Hq][D], raw (not rotated)
         self.k = case.tensors["k"][:, b:b + n]                   # [L][n][Hkv][D], raw
         self.v = case.tensors["v"][:, b:b + n]                   # [L][n][Hkv][D]
+        self.repeat_of = case.repeat_of[b:b + n]                 # spec 1.2: -1, or the earlier row each repeats
 
     def __repr__(self):
         return f"Chunk(step={self.step}, seq={self.seq}, rows={self.b}..{self.b + self.n - 1}, index={self.index})"
@@ -116,6 +120,7 @@ class Case:
             raise GoldenError(f"{path}: case.config.start_positions has {len(self.start_positions)} entries, batch is {self.B}")
         self._check_tensors()
         self.R = tensors["rows"].shape[0]
+        self.repeat_of = self._repeats()
         self.steps = self._schedule()
 
     @property
@@ -159,6 +164,43 @@ class Case:
                 raise GoldenError(f"{path}: golden_format_version 2 without a '{name}' tensor (format 2 is for cases with rollbacks or a rollback reserve, and holds both, empty or all 0 where there are none)")
         if self.format_version == 1 and ("rollbacks" in t or "refused" in t):
             raise GoldenError(f"{path}: golden_format_version 1 with a 'rollbacks' or 'refused' tensor (those need format 2)")
+
+    def _repeats(self):
+        """Spec 1.2 (golden-format §3.1): __metadata__ repeats, runs [row, of, n], each repeat checked
+        against the data (a wrong one is a corrupt golden, never the engine's fault); all -1 if absent."""
+        rep = np.full(self.R, -1, np.int64)
+        if "repeats" not in self.meta:
+            return rep
+        t, path, R = self.tensors, self.path, self.R
+        runs = _json(path, self.meta, "repeats", list)
+        blame = " (a corrupt golden: the file, not the engine)"
+        end = 0
+        for i, run in enumerate(runs):
+            if not (isinstance(run, list) and len(run) == 3 and all(type(x) is int for x in run)):
+                raise GoldenError(f"{path}: __metadata__ repeats[{i}] = {json.dumps(run)}: every run is [row, of, n], "
+                                  f"three integers{blame}")
+            row, of, n = run
+            at = f"{path}: __metadata__ repeats[{i}] = {run}"
+            if n < 1 or row < end or row > R - n:
+                raise GoldenError(f"{at}: rows [row, row + n) must lie in [{end}, R = {R}), n >= 1, after the previous "
+                                  f"run{blame}")
+            if not 0 <= of < row:
+                raise GoldenError(f"{at}: of must lie in [0, row = {row}): a repeat names an earlier row{blame}")
+            rep[row:row + n] = np.arange(of, of + n)
+            end = row + n
+        for r in np.flatnonzero(rep >= 0).tolist():
+            j = int(rep[r])
+            at = f"{path}: __metadata__ repeats: row {r} repeats row {j}"
+            if rep[j] != -1:
+                raise GoldenError(f"{at}, itself a repeat of row {int(rep[j])}: name the first occurrence{blame}")
+            if t["positions"][j] != t["positions"][r]:
+                raise GoldenError(f"{at}, but tensor 'positions' holds {int(t['positions'][r])} and "
+                                  f"{int(t['positions'][j])}: a repeat has the same position{blame}")
+            for name in ("q", "k", "v"):
+                if t[name][:, j].tobytes() != t[name][:, r].tobytes():
+                    raise GoldenError(f"{at}, but tensor '{name}' differs: a repeat has bitwise-equal q, k and v in "
+                                      f"every layer{blame}")
+        return rep
 
     def _schedule(self):
         t, path = self.tensors, self.path
