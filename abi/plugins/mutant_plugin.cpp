@@ -20,6 +20,8 @@ ringkv::abi::ExportSpec make_spec() {
   all.insert(all.end(), rollback.begin(), rollback.end());
   const auto& interaction = ringkv::conformance::interaction_mutants();  // bugs where two features meet
   all.insert(all.end(), interaction.begin(), interaction.end());
+  const auto& serving = ringkv::conformance::serving_mutants();  // what a serving engine shares (spec 1.2)
+  all.insert(all.end(), serving.begin(), serving.end());
   for (const ringkv::conformance::MutantInfo& m : all) {
     if (std::string(m.name) != RINGKV_MUTANT_NAME) continue;
     ringkv::abi::ExportSpec s;

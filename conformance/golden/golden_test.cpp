@@ -677,6 +677,7 @@ TEST(GoldenReport, DISABLED_GoldenKillMatrix) {
   std::vector<conformance::MutantInfo> mutants = conformance::all_mutants();
   mutants.insert(mutants.end(), conformance::rollback_mutants().begin(), conformance::rollback_mutants().end());
   mutants.insert(mutants.end(), conformance::interaction_mutants().begin(), conformance::interaction_mutants().end());
+  mutants.insert(mutants.end(), conformance::serving_mutants().begin(), conformance::serving_mutants().end());
   for (const conformance::MutantInfo& m : mutants) {
     const GoldenKills k = golden_kills(m, cases);
     std::string few;
@@ -1265,7 +1266,8 @@ bool has_rollback(const GoldenCase& g) {
 }
 
 const conformance::MutantInfo& mutant_named(const std::string& name) {
-  for (const auto* list : {&conformance::all_mutants(), &conformance::rollback_mutants(), &conformance::interaction_mutants()}) {
+  for (const auto* list : {&conformance::all_mutants(), &conformance::rollback_mutants(), &conformance::interaction_mutants(),
+                           &conformance::serving_mutants()}) {
     for (const conformance::MutantInfo& m : *list) {
       if (name == m.name) return m;
     }
@@ -1320,6 +1322,37 @@ TEST(GoldenCheck, EveryInteractionMutantChangesOutputsInThreeCasesOfItsFeatures)
                                               << " one-layer rollback case(s): " << join(killed);
     std::printf("[golden] one layer   %-34s: %zu of %zu one-layer rollback cases: %s\n", name.c_str(), killed.size(),
                 one_layer.size(), join(killed).c_str());
+  }
+}
+
+// The serving mutants (issue 35, spec 1.2 §5): each fails at least three committed cases of its class,
+// with the cache and on outputs alone (the property side: Serving/Mutant.* in ringkv_mutant_tests).
+TEST(GoldenCheck, EveryServingMutantFailsThreeCasesOfItsClass) {
+  const std::vector<GoldenCase> cases = committed();
+  const std::vector<std::pair<std::string, std::string>> serving{
+      {"prefix_cache_serves_evicted", "prefix-reused"},
+      {"join_mixes_prefill_keys", "join-mid-run"},
+      {"shares_past_divergence", "prefix-shared"},
+  };
+  std::set<std::string> listed;
+  for (const auto& [name, cls] : serving) {
+    const conformance::MutantInfo& m = mutant_named(name);
+    listed.insert(name);
+    std::vector<GoldenCase> of_class;
+    for (const GoldenCase& g : cases) {
+      if (carries_all(g, {cls})) of_class.push_back(g);
+    }
+    const GoldenKills k = golden_kills(m, of_class);
+    EXPECT_GE(k.with_cache.size(), kMinGoldenKills) << name << " (" << m.bug << ") fails only " << k.with_cache.size()
+                                                    << " committed case(s) of " << cls << " with the cache: " << join(k.with_cache);
+    EXPECT_GE(k.outputs_only.size(), kMinGoldenKills) << name << " (" << m.bug << ") fails only " << k.outputs_only.size()
+                                                      << " committed case(s) of " << cls << " on outputs alone: "
+                                                      << join(k.outputs_only);
+    std::printf("[golden] serving %-28s [%s]: %zu of %zu cases on outputs alone: %s\n", name.c_str(), cls.c_str(),
+                k.outputs_only.size(), of_class.size(), join(k.outputs_only).c_str());
+  }
+  for (const conformance::MutantInfo& m : conformance::serving_mutants()) {
+    EXPECT_TRUE(listed.count(m.name)) << "serving mutant " << m.name << " has no class in this test";
   }
 }
 

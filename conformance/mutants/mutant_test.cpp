@@ -94,6 +94,11 @@ INSTANTIATE_TEST_SUITE_P(All, Mutant, ::testing::ValuesIn(all_mutants()),
 INSTANTIATE_TEST_SUITE_P(Rollback, Mutant, ::testing::ValuesIn(rollback_mutants()),
                          [](const ::testing::TestParamInfo<MutantInfo>& p) { return std::string(p.param.name); });
 
+// The serving mutants (issue 35, spec 1.2 §5): what an engine shares between sequences. BatchIsolation's
+// identical-prefix variant (a prefix shared within a step, re-sent after a reset) must kill each.
+INSTANTIATE_TEST_SUITE_P(Serving, Mutant, ::testing::ValuesIn(serving_mutants()),
+                         [](const ::testing::TestParamInfo<MutantInfo>& p) { return std::string(p.param.name); });
+
 // The interaction mutants (issue 26 item 6): bugs where two features meet in one score, angle or stored value.
 // The two fp8 saturation mutants are judged by the committed goldens only: the case generators draw fp8
 // scales of 1, 0.25 and 2 (conformance/support/generators.cpp), at which the generated data never comes near
@@ -307,12 +312,13 @@ TEST(MutantReport, DISABLED_KillMatrix) {
   std::printf("%-24s", "mutant \\ property");
   for (const PropertyInfo& p : props) std::printf(" %.6s", p.name);
   std::printf("\n");
-  // RINGKV_MATRIX_MUTANTS=rollback: the spec 1.1 rollback mutants only; unset: all of them.
-  const char* only = std::getenv("RINGKV_MATRIX_MUTANTS");
-  const bool rollback_only = only && std::string(only) == "rollback";
-  std::vector<MutantInfo> mutants = rollback_only ? std::vector<MutantInfo>{} : all_mutants();
-  mutants.insert(mutants.end(), rollback_mutants().begin(), rollback_mutants().end());
-  if (!rollback_only) mutants.insert(mutants.end(), interaction_mutants().begin(), interaction_mutants().end());
+  // RINGKV_MATRIX_MUTANTS=rollback (or serving): those mutants only; unset: all of them.
+  const char* only_env = std::getenv("RINGKV_MATRIX_MUTANTS");
+  const std::string only = only_env ? only_env : "";
+  std::vector<MutantInfo> mutants = only.empty() ? all_mutants() : std::vector<MutantInfo>{};
+  if (only.empty() || only == "rollback") mutants.insert(mutants.end(), rollback_mutants().begin(), rollback_mutants().end());
+  if (only.empty()) mutants.insert(mutants.end(), interaction_mutants().begin(), interaction_mutants().end());
+  if (only.empty() || only == "serving") mutants.insert(mutants.end(), serving_mutants().begin(), serving_mutants().end());
   for (const MutantInfo& m : mutants) {
     std::printf("%-24s", m.name);
     for (size_t k = 0; k < props.size(); ++k) {

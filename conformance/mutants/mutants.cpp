@@ -657,6 +657,159 @@ class CoreEngine : public ReferenceEngine {
   bool bf16_storage_;
 };
 
+// ---- serving (issue 35, spec 1.2 §5): what an engine shares between sequences ----
+
+// Tracks, per (layer, sequence), a chained hash of every token's position and raw k and v since the
+// sequence's reset: the key an engine's prefix cache would use (token ids and positions), here the
+// inputs themselves. Two sequences' chains agree at index t iff their tokens 0..t are identical.
+class PrefixTracking : public ReferenceEngine {
+ public:
+  explicit PrefixTracking(Config c) : ReferenceEngine(std::move(c)), chains_(config_.layers.size() * config_.batch) {}
+
+ protected:
+  std::vector<uint64_t>& chain(int layer, int sequence) { return chains_[ring_index(layer, sequence)]; }
+  void clear_sequence(int sequence) override {
+    for (size_t l = 0; l < config_.layers.size(); ++l) chain(static_cast<int>(l), sequence).clear();
+    ReferenceEngine::clear_sequence(sequence);
+  }
+  void roll_back(int sequence, int64_t m) override {
+    for (size_t l = 0; l < config_.layers.size(); ++l) {
+      std::vector<uint64_t>& ch = chain(static_cast<int>(l), sequence);
+      ch.resize(static_cast<size_t>(std::min<int64_t>(m, static_cast<int64_t>(ch.size()))));
+    }
+    ReferenceEngine::roll_back(sequence, m);
+  }
+  // The reference's token loop, with the chain kept and share() called after each token is written.
+  void process_chunk(int layer, int sequence, int64_t n, const float* q, const float* k, const float* v,
+                     float* out) override {
+    const int64_t qs = int64_t{config_.num_q_heads} * config_.head_dim, kvs = int64_t{config_.num_kv_heads} * config_.head_dim;
+    const int64_t first = seen_of(sequence);
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t i = first + t;
+      extend_chain(layer, sequence, i, k + t * kvs, v + t * kvs);
+      write_token(layer, sequence, i, k + t * kvs, v + t * kvs);
+      share(layer, sequence, i);
+      attend_token(layer, sequence, i, q + t * qs, out + t * qs);
+    }
+  }
+  // What the engine shares for token i of a sequence, just written: the mutant's bug.
+  virtual void share(int layer, int sequence, int64_t i) = 0;
+  // Appends token `index`'s hash to its chain (before it is written).
+  void extend_chain(int layer, int sequence, int64_t index, const float* k, const float* v) {
+    std::vector<uint64_t>& ch = chain(layer, sequence);
+    uint64_t h = ch.empty() ? 0xcbf29ce484222325ull : ch.back();
+    const auto mix = [&h](const void* p, size_t n) {
+      const auto* b = static_cast<const unsigned char*>(p);
+      for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+    };
+    const int64_t position = start_of(sequence) + index;
+    const size_t row = static_cast<size_t>(config_.num_kv_heads) * static_cast<size_t>(config_.head_dim) * sizeof(float);
+    mix(&position, sizeof position);
+    mix(k, row);
+    mix(v, row);
+    ch.push_back(h);
+  }
+  // Another sequence whose tokens 0..`at` equal this one's (chains agree at `at`) and that holds `index`; -1 if none.
+  int donor(int layer, int sequence, int64_t at, int64_t index) {
+    const uint64_t mine = chain(layer, sequence)[static_cast<size_t>(at)];
+    for (int d = 0; d < config_.batch; ++d) {
+      const std::vector<uint64_t>& ch = chain(layer, d);
+      if (d != sequence && static_cast<int64_t>(ch.size()) > std::max(at, index) && ch[static_cast<size_t>(at)] == mine) return d;
+    }
+    return -1;
+  }
+  // Copies the stored K and V (bytes and scales) of `slot` from the donor's ring: a shared block.
+  void copy_slot(int layer, int from, int to, int64_t slot) {
+    const RingKvCache& src = ring(layer, from);
+    RingKvCache& dst = ring_mut(layer, to);
+    const int D = config_.head_dim;
+    const size_t kb = static_cast<size_t>(D) * static_cast<size_t>(bytes_per_element(src.k_format().dtype));
+    const size_t vb = static_cast<size_t>(D) * static_cast<size_t>(bytes_per_element(src.v_format().dtype));
+    const int ks = scales_per_row(src.k_format(), D), vs = scales_per_row(src.v_format(), D);
+    for (int h = 0; h < config_.num_kv_heads; ++h) {
+      std::copy(src.k_bytes(slot, h), src.k_bytes(slot, h) + kb, dst.k_bytes(slot, h));
+      std::copy(src.v_bytes(slot, h), src.v_bytes(slot, h) + vb, dst.v_bytes(slot, h));
+      std::copy(src.k_scales(slot, h), src.k_scales(slot, h) + ks, dst.k_scales(slot, h));
+      std::copy(src.v_scales(slot, h), src.v_scales(slot, h) + vs, dst.v_scales(slot, h));
+    }
+  }
+
+ private:
+  std::vector<std::vector<uint64_t>> chains_;  // [layer][sequence]
+};
+
+// A prefix cache that serves blocks the window has evicted (the bug class of vLLM's sliding-window
+// prefix caching and of cyclic caches reused by a later request): a token whose prefix another sequence
+// holds is served from that sequence's slot, whatever the slot holds now. While the slot still holds the
+// token the copy is exact; once the donor's ring has wrapped, it is a later token's key.
+class PrefixCacheServesEvicted : public PrefixTracking {
+ public:
+  using PrefixTracking::PrefixTracking;
+
+ protected:
+  void share(int layer, int sequence, int64_t i) override {
+    const int d = donor(layer, sequence, i, i);
+    if (d >= 0) copy_slot(layer, d, sequence, ring(layer, sequence).geometry().slot_of(i));
+  }
+  const char* engine_name() const override { return "mutant:prefix_cache_serves_evicted"; }
+};
+
+// A shared-prefix engine that shares past the divergence point: it matches prefixes by blocks of 4
+// tokens, on the block's first token only, and then takes every token of the block from the sequence it
+// shares with (where that sequence still holds it), also those after the prompts diverge.
+class SharesPastDivergence : public PrefixTracking {
+ public:
+  using PrefixTracking::PrefixTracking;
+
+ protected:
+  void share(int layer, int sequence, int64_t i) override {
+    const int d = donor(layer, sequence, i - i % 4, i);
+    const int64_t slot = ring(layer, sequence).geometry().slot_of(i);
+    if (d >= 0 && ring(layer, d).position(slot) == start_of(d) + i) copy_slot(layer, d, sequence, slot);
+  }
+  const char* engine_name() const override { return "mutant:shares_past_divergence"; }
+};
+
+// Requests joining a running batch: a step holding a prefill (2+ tokens from index 0) and decodes
+// (one token at index >= 1) packs them into one varlen buffer and reads each decode's key and value at
+// the wrong offset: the prefill's last token's. A decoding sequence then attends the new prompt's key.
+class JoinMixesPrefillKeys : public ReferenceEngine {
+ public:
+  using ReferenceEngine::ReferenceEngine;
+
+  void step(const StepBatch& batch) override {
+    std::vector<int64_t> held(static_cast<size_t>(config_.batch));
+    for (int s = 0; s < config_.batch; ++s) held[static_cast<size_t>(s)] = seen_of(s);
+    for (const SequenceReset& r : batch.resets) held[static_cast<size_t>(r.sequence)] = 0;
+    for (const SequenceRollback& r : batch.rollbacks) held[static_cast<size_t>(r.sequence)] -= r.n_tokens;
+    const SequenceStep* prefill = nullptr;
+    for (const SequenceStep& a : batch.appends) {
+      if (held[static_cast<size_t>(a.sequence)] == 0 && a.n_tokens >= 2) prefill = &a;
+    }
+    if (prefill == nullptr) return ReferenceEngine::step(batch);
+    const size_t L = config_.layers.size(), row = static_cast<size_t>(config_.num_kv_heads) * static_cast<size_t>(config_.head_dim);
+    std::vector<SequenceStep> appends(batch.appends.begin(), batch.appends.end());
+    std::vector<std::vector<float>> keys, values;  // per mixed decode: [L][1][Hkv][D]
+    for (SequenceStep& a : appends) {
+      if (a.n_tokens != 1 || held[static_cast<size_t>(a.sequence)] < 1) continue;
+      std::vector<float> k(L * row), v(L * row);
+      for (size_t l = 0; l < L; ++l) {
+        const size_t from = (l * static_cast<size_t>(prefill->n_tokens) + static_cast<size_t>(prefill->n_tokens - 1)) * row;
+        std::copy(prefill->k + from, prefill->k + from + row, k.begin() + static_cast<std::ptrdiff_t>(l * row));
+        std::copy(prefill->v + from, prefill->v + from + row, v.begin() + static_cast<std::ptrdiff_t>(l * row));
+      }
+      keys.push_back(std::move(k));
+      values.push_back(std::move(v));
+      a.k = keys.back().data();
+      a.v = values.back().data();
+    }
+    ReferenceEngine::step(StepBatch{batch.resets, appends, batch.rollbacks});
+  }
+
+ protected:
+  const char* engine_name() const override { return "mutant:join_mixes_prefill_keys"; }
+};
+
 // The core controls' factories: core_capabilities({f32}); or bf16 only, head dims {64, 128}, K and V
 // stored as bf16 (so it also runs f32-storage cases, capabilities.hpp).
 EngineFactory core_factory(bool bf16_storage) {
@@ -698,6 +851,18 @@ const std::vector<MutantInfo>& rollback_mutants() {
        factory<RollbackBeyondReserveAccepted>("rollback_beyond_reserve_accepted")},
       {"refusal_from_current_length", "decides refusals from the current length, not the high-water mark",
        factory<RefusalFromCurrentLength>("refusal_from_current_length")},
+  };
+  return mutants;
+}
+
+const std::vector<MutantInfo>& serving_mutants() {
+  static const std::vector<MutantInfo> mutants{
+      {"prefix_cache_serves_evicted", "a token whose prefix another sequence holds is served from that sequence's slot, "
+                                      "also after the window evicted it there", factory<PrefixCacheServesEvicted>("prefix_cache_serves_evicted")},
+      {"join_mixes_prefill_keys", "in a step with a new prefill, each decode reads the prefill's last key and value "
+                                  "instead of its own", factory<JoinMixesPrefillKeys>("join_mixes_prefill_keys")},
+      {"shares_past_divergence", "shares prefixes by blocks of 4 matched on their first token: tokens after the "
+                                 "divergence come from the other sequence", factory<SharesPastDivergence>("shares_past_divergence")},
   };
   return mutants;
 }

@@ -31,6 +31,12 @@ const std::vector<MutantInfo>& rollback_mutants();
 /// committed golden cases (GoldenCheck.EveryInteractionMutantFailsThreeCasesOfItsFeatures).
 const std::vector<MutantInfo>& interaction_mutants();
 
+/// Serving bugs (issue 35, spec 1.2 §5): what an engine shares between sequences. A prefix cache serving
+/// blocks the window evicted, a join that mixes a new prefill's keys into decodes, prefix sharing past the
+/// divergence. Every one must be killed by the BatchIsolation property (its identical-prefix variant) and
+/// by at least three committed golden cases of its class.
+const std::vector<MutantInfo>& serving_mutants();
+
 /// `engine` ("reference", "window_plus_one", "window_minus_one" or "sinks_evicted") with the
 /// numerics a named profile of profiles/ describes, declaring that profile (or the named profile
 /// `declared`): the reference so is a control that must pass, the others structural mutants its

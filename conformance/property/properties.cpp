@@ -13,6 +13,7 @@
 #include "support/oracle.hpp"
 #include "support/rng.hpp"
 #include "support/runner.hpp"
+#include "support/show.hpp"
 
 namespace ringkv::conformance {
 namespace {
@@ -92,6 +93,70 @@ std::string run_and_compare(const EngineFactory& f, const Case& a, const Case& b
 
 // Drops per-head sink logits (for variants that change the head count).
 void clear_sink_logits(Case& c) { c.config.sink_logits.clear(); }
+
+// Spec 1.2 (§5, identical inputs): a case of two sequences from one start position, out of a's config.
+// Sequence 1's prompt repeats sequence 0's first P tokens in the same step (P past every sliding layer's
+// S + W, not a multiple of 4), then diverges; both decode past the window; then sequence 1 is reset to
+// the same position and re-sends sequence 0's first P tokens while sequence 0 decodes (a request joining
+// after the first one's early keys left its window), and diverges again.
+Case identical_prefix_case(const Case& a) {
+  Case c = a;
+  c.config.batch = 2;
+  const int64_t p0 = start_position(a.config, 0);
+  c.config.start_positions = {p0, p0};
+  c.initial_streams.clear();
+  int64_t reach = 1;  // the longest S + W of a sliding layer
+  for (const LayerConfig& l : a.config.layers) {
+    if (is_sliding(l, a.config)) reach = std::max(reach, l.sinks + l.window);
+  }
+  int64_t P = reach + 1;
+  if (P % 4 == 0) ++P;
+  c.shared_prefixes = {{1, 0, P}, {2, 0, P}};
+  c.steps = {StepPlan{{}, {P + 1, P + 2}}};
+  for (int64_t i = 0; i < reach + 1; ++i) c.steps.push_back(StepPlan{{}, {1, 1}});
+  c.steps.push_back(StepPlan{{ResetPlan{1, p0, 2}}, {1, P + 2}});
+  for (int i = 0; i < 2; ++i) c.steps.push_back(StepPlan{{}, {1, 1}});
+  int64_t longest = 0;
+  for (int s = 0; s < 2; ++s) {
+    int64_t n = 0;
+    for (const StepPlan& st : c.steps) {
+      for (const ResetPlan& r : st.resets) n = r.sequence == s ? 0 : n;
+      n += st.tokens[static_cast<size_t>(s)];
+      longest = std::max(longest, n);
+    }
+  }
+  c.config.max_tokens = std::max(a.config.max_tokens, longest);
+  return c;
+}
+
+// Every output is within the oracle's bound (the run checks it: a key served from another sequence's
+// evicted slot, or shared past the divergence, is a wrong key), and every token of a repeated prefix
+// gives the outputs of the token it repeats (bitwise for a deterministic engine, else within both
+// bounds). One run: the isolation of different inputs is variants 1 and 2.
+std::string check_identical_prefixes(const EngineFactory& f, const Case& a) {
+  const Case c = identical_prefix_case(a);
+  if (!expressible(f, c) || c.config.max_tokens > kMaxPosition - start_position(c.config, 0)) return "";
+  const RunResult r = run_case(f, c, property_run());
+  if (!r.ok()) return "identical prefixes: " + r.failure + "\n  in the variant " + c.describe();
+  for (const auto& [key, rec] : r.tokens) {
+    const int from = data_stream(c, key.stream, key.index);
+    if (from == key.stream) continue;
+    const auto src = r.tokens.find(TokenKey{from, key.index});
+    if (src == r.tokens.end() || src->second.position != rec.position) continue;
+    for (size_t e = 0; e < rec.got.size(); ++e) {
+      const float x = rec.got[e], y = src->second.got[e];
+      const bool same = r.info.deterministic ? std::memcmp(&x, &y, sizeof x) == 0
+                                             : std::fabs(double{x} - y) <= rec.bound[e] + src->second.bound[e];
+      if (!same) {
+        return "identical prefixes: stream " + std::to_string(key.stream) + " token " + std::to_string(key.index) +
+               " repeats stream " + std::to_string(from) + "'s (same position " + std::to_string(rec.position) +
+               ", same q/k/v), but output element " + std::to_string(e) + " is " + show_number(x) + ", not " +
+               show_number(y) + " (spec 1.2 §5: identical inputs, identical outputs)\n  in the variant " + c.describe();
+      }
+    }
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -236,6 +301,8 @@ void prop_batch_isolation(const EngineFactory& f, const Case& c) {
     }
     why = run_and_compare(f, a, merged, {}, cmp, false);
   }
+  // Variant 3 (spec 1.2): identical prefixes shared within a step and re-sent after a reset.
+  if (why.empty()) why = check_identical_prefixes(f, a);
   RC_ASSERT(report(a, "BatchIsolation", why));
 }
 
@@ -629,7 +696,8 @@ const std::vector<PropertyInfo>& all_properties() {
         {"ConstantMemory", "cache bytes constant from construction through 100 W tokens", prop_constant_memory, any,
          false},
         {"ChunkingInvariance", "any cut into chunks gives the same outputs", prop_chunking_invariance, any, false},
-        {"BatchIsolation", "other sequences' activity does not change a sequence's outputs", prop_batch_isolation,
+        {"BatchIsolation", "other sequences' activity does not change a sequence's outputs; identical prefixes "
+                           "(shared in a step, re-sent after a reset) give identical outputs (spec 1.2)", prop_batch_isolation,
          any, false},
         {"ResetIsFresh", "a reset sequence behaves like a fresh one", prop_reset_is_fresh, no_resets, false},
         {"RopeRelativity", "shifting all positions leaves outputs unchanged (f32)", prop_rope_relativity, f32_only,
