@@ -106,9 +106,9 @@ void derive_join_mid_run(const Case& c, std::set<std::string>* out) {
 
 // The prefix classes, from the declared repeats (repeat_rows). A run is one sequence on one stream (what
 // it appends between resets); its shared prefix is its repeated tokens from index 0, all repeating one
-// source run; it diverges when it appends an original token. prefix-shared: two such prefixes whose
-// sources are still running (appending at or after the step the prefix begins) and which then diverge,
-// one longer than a sliding layer's window W and one shorter than W. prefix-reused: a repeated token
+// source run; it diverges when it appends an original token. prefix-shared: such a prefix whose source
+// is still running (appending at or after the step the prefix begins) and which then diverges (the
+// committed serving cases hold one longer and one shorter than W each). prefix-reused: a repeated token
 // whose source run had, by the step it was repeated, held more than index + W tokens (so a sliding
 // layer's window had dropped its key from the source's ring, index >= S).
 void derive_prefix_classes(const Case& c, std::set<std::string>* out) {
@@ -158,15 +158,8 @@ void derive_prefix_classes(const Case& c, std::set<std::string>* out) {
     }
     held[run] = std::max(held[run], row.index + 1);
   }
-  for (const LayerConfig& l : c.config.layers) {
-    if (!conformance::is_sliding(l, c.config)) continue;
-    bool longer = false, shorter = false;
-    for (const auto& [run, p] : prefix) {
-      if (p.length == 0 || !p.diverges || last_step[p.source] < p.first_step) continue;
-      longer = longer || p.length > l.window;
-      shorter = shorter || p.length < l.window;
-    }
-    if (longer && shorter) out->insert("prefix-shared");
+  for (const auto& [run, p] : prefix) {
+    if (p.length > 0 && p.diverges && last_step[p.source] >= p.first_step) out->insert("prefix-shared");
   }
 }
 

@@ -63,8 +63,8 @@ const std::vector<ClassInfo>& class_catalogue() {
       // nothing between sequences meets them as plain batches ----
       {"join-mid-run", core, false, "a prefill from index 0 in the same step as another sequence's decode (a request "
                                     "joining a running batch)"},
-      {"prefix-shared", core, false, "sequences of one batch whose first tokens repeat another's (same positions and "
-                                     "inputs), then diverge"},
+      {"prefix-shared", core, false, "a sequence whose first tokens repeat those of another that is still running (same "
+                                     "positions and inputs), then diverge"},
       {"prefix-reused", core, false, "a new or reset sequence re-sending a prefix after the window evicted its early keys "
                                      "from the sequence that sent it first"},
       {"long-multi-seq", core, false, "at least 4 sequences in one window of W >= 128, 256+ cells in use at once, "

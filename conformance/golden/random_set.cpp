@@ -19,9 +19,10 @@ namespace ringkv::golden {
 namespace {
 
 // Spec 1.2 (issue 35): in one case of three, each stream that starts at the start position of an earlier
-// stream (another sequence's, or its own before a reset) repeats that stream's first 1..24 tokens (a
-// shared or re-sent prefix; windows here are <= 16), so random sets draw prefix-shared and prefix-reused.
-// Cases with rollbacks keep independent data. Only the data change: the schedule is what gen_case drew.
+// stream (another sequence's, or its own before a reset) repeats that stream's first tokens (a shared or
+// re-sent prefix): by turns fewer than the smallest sliding window W (1 .. W - 1) and more (W + 1 ..
+// W + 8), so random sets draw prefix-shared and prefix-reused. Cases with rollbacks keep independent
+// data. Only the data change: the schedule is what gen_case drew.
 void declare_random_prefixes(conformance::Case& c, uint64_t s) {
   if (conformance::ScheduleTracker::has_rollbacks(c)) return;
   struct Start {
@@ -33,12 +34,19 @@ void declare_random_prefixes(conformance::Case& c, uint64_t s) {
   for (const conformance::StepPlan& st : c.steps) {
     for (const conformance::ResetPlan& r : st.resets) starts.push_back({r.stream, r.start_position});
   }
+  int64_t W = 0;  // the smallest sliding window (0: none)
+  for (const LayerConfig& l : c.config.layers) {
+    if (conformance::is_sliding(l, c.config)) W = W == 0 ? l.window : std::min(W, l.window);
+  }
+  if (W == 0) W = 8;
   for (size_t x = 1; x < starts.size(); ++x) {
     for (size_t y = 0; y < x; ++y) {
       const bool taken = std::any_of(c.shared_prefixes.begin(), c.shared_prefixes.end(),
                                      [&](const conformance::SharedPrefix& p) { return p.stream == starts[x].stream; });
       if (taken || starts[y].p0 != starts[x].p0 || starts[y].stream == starts[x].stream) continue;
-      const auto n = static_cast<int64_t>(1 + conformance::hash_coords(0x707265666978ull, s, x) % 24);
+      const uint64_t h = conformance::hash_coords(0x707265666978ull, s, x);
+      const int64_t n = (c.shared_prefixes.size() % 2 == 0 || W == 1) ? W + 1 + static_cast<int64_t>(h % 8)
+                                                                       : 1 + static_cast<int64_t>(h % static_cast<uint64_t>(W - 1));
       c.shared_prefixes.push_back({starts[x].stream, starts[y].stream, n});
       try {
         conformance::check_shared_prefixes(c);  // a stream id that starts twice could close a cycle
