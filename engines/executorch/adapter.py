@@ -21,6 +21,13 @@ own code from its wheel (executorch/examples/models/llama, as `export_llama` bui
   `--local_global_attention`, `replace_kv_cache_with_ring_kv_cache(model, layer_sizes)` with layer size W
   for a sliding layer and 0 for a full one: `RingKVCache` (2 W slots, `CachePositionsManager`, the mask
   from the cached positions) or its custom-op counterpart; then `model.to(dtype)`;
+- variant sink: what `export_llama --use_attention_sink S,W` builds (model.py: `enable_attention_sink`
+  after the model is built, for every layer; no local/global ring): `RopeWithAttentionSink` in place of
+  the Rope (positions remapped: p < S as is, else S + (p - S) mod 2 W) and `KVCacheWithAttentionSink`
+  (S sink slots and a ring of 2 W, `CachePositionsManagerWithSink` starting at -1, the mask: filled,
+  causal, and a sink or within W) or, for S = 0, a plain `RingKVCache` of W; then `model.to(dtype)`.
+  One S and one W per model: a case whose layers differ in either is unsupported; max_context_len is
+  S + 2 W rounded up (the remapped positions stay below it);
 - the forward is `Transformer.forward`'s: freqs from `rope.get_freqs(input_pos, seqlen)`, then every layer
   called with `input_pos` (dynamic shapes: `[start]`; static: every position of the chunk).
 
@@ -33,11 +40,13 @@ as written: CachePositionsManager starts at zeros, so a fresh cache called first
 be asked for (settable_p0 false), as for mlx-lm.
 
 Not expressible, declared in capabilities.json or per case as unsupported, never emulated here: sink
-tokens and learned sink logits, softcap, softmax scales other than 1/sqrt(D) (SDPA's default), RoPE none,
-scaling (linear and NTK: ExecuTorch has llama3 and LongRoPE only), per-layer RoPE (one Rope per model;
-ModelArgs' local_rope_theta is read by nothing in the llama path), K and V in different dtypes, INT8 and
-fp8 (the quantized cache is torchao's affine per-token scheme, not a spec 1 format), rollback (no API),
-positions past MAX_CONTEXT (Rope precomputes a table of max_context_len positions).
+tokens (but for the sink variant) and learned sink logits, softcap, softmax scales other than 1/sqrt(D)
+(SDPA's default), RoPE none, scaling (linear and NTK: ExecuTorch has llama3 and LongRoPE only), per-layer
+RoPE (one Rope per model; ModelArgs' local_rope_theta is read by nothing in the llama path), K and V in
+different dtypes, INT8 and fp8 (the quantized cache is torchao's affine per-token scheme, not a spec 1
+format), rollback (no API), positions past MAX_CONTEXT (Rope precomputes a table of max_context_len
+positions); in the sink variant, several windows or sink counts, S + 2 W past MAX_CONTEXT and a chunk of
+more than 2 W window tokens (KVCacheWithAttentionSink.update asserts that they fit its ring).
 
 The rotated q and k and the stored K/V are not returned: only "out" is judged.
 """
@@ -53,6 +62,7 @@ from executorch.examples.models.llama.model_args import ModelArgs
 from executorch.examples.models.llama.rope import Rope
 from executorch.examples.models.llama.source_transformation.custom_kv_cache import (
     replace_kv_cache_with_custom_kv_cache, replace_kv_cache_with_ring_kv_cache)
+from executorch.examples.models.llama.source_transformation.attention_sink import enable_attention_sink
 from executorch.examples.models.llama.source_transformation.sdpa import replace_sdpa_with_custom_op
 
 # The ringkv package of this repository (python/src), ahead of any installed copy.
@@ -70,6 +80,9 @@ VARIANTS = {
     "ring": dict(custom=False, dynamic=True),    # RingKVCache and AttentionMHA's SDPA (F.scaled_dot_product_attention)
     "static": dict(custom=False, dynamic=False),  # the same with static shapes (input_pos: every position)
     "custom": dict(custom=True, dynamic=True),    # CustomRingKVCache and torch.ops.llama.custom_sdpa (XNNPACK exports)
+    # export_llama --use_attention_sink S,W: enable_attention_sink (RopeWithAttentionSink, KVCacheWithAttentionSink:
+    # S sink slots and a ring of 2 W) on every layer, in place of the local/global ring
+    "sink": dict(custom=False, dynamic=True, sink=True),
 }
 
 # Precision. f32 models: f32 everywhere (ExecuTorch's Rope tables in f32; torch's CPU SDPA and custom_sdpa
@@ -101,7 +114,7 @@ class Model(torch.nn.Module):
         self.case, self.variant, self.bug = case, variant, bug
         Hq, Hkv, D = case.Hq, case.Hkv, case.D
         rope = case.layers[0]["rope"]
-        self.context = context_length(case)
+        self.context = sink_context_length(case) if VARIANTS[variant].get("sink") else context_length(case)
         self.args = ModelArgs(dim=(Hq + 2 * Hkv) * D, n_heads=Hq, n_kv_heads=Hkv, head_dim=D, n_layers=case.L,
                               max_batch_size=1, max_seq_len=self.context, max_context_len=self.context,
                               use_kv_cache=True, enable_dynamic_shape=VARIANTS[variant]["dynamic"],
@@ -114,7 +127,10 @@ class Model(torch.nn.Module):
             replace_kv_cache_with_custom_kv_cache(self)
         self.windows = [case.layers[l]["window"] if case.is_sliding(l) else 0 for l in range(case.L)]
         sizes = [w + 1 if w and bug == "window+1" else w for w in self.windows]
-        if any(sizes):
+        if VARIANTS[variant].get("sink"):  # one S and W for every layer (unsupported() checks), full or sliding
+            w = case.layers[0]["window"]
+            enable_attention_sink(self, self.args, case.layers[0]["sinks"], w + 1 if bug == "window+1" else w)
+        elif any(sizes):
             replace_kv_cache_with_ring_kv_cache(self, sizes)
         self.to(dtype=DTYPES[case.k_dtype])
 
@@ -157,6 +173,13 @@ def context_length(case):
     return max(64, -(-(case.max_position() + 1) // 64) * 64)
 
 
+def sink_context_length(case):
+    """max_context_len of the sink variant: RopeWithAttentionSink's (remapped) positions stay below S + 2 W,
+    whatever the true position (export_llama asserts only max_context_length >= S + W)."""
+    lay = case.layers[0]
+    return max(64, -(-(lay["sinks"] + 2 * lay["window"]) // 64) * 64)
+
+
 class ExecuTorchRing:
     def __init__(self, bug):
         self.variant = os.environ.get("RINGKV_ENGINE_VARIANT") or "ring"
@@ -169,14 +192,24 @@ class ExecuTorchRing:
     def capabilities(self):
         return {"k_dtypes": ["f32", "f16", "bf16"], "v_dtypes": ["f32", "f16", "bf16"], "kv_formats_differ": False,
                 "int8_schemes": [], "int8_roundings": [], "rope_styles": ["neox", "gptj"], "rope_scalings": ["none"],
-                "sinks": False, "sink_logits": False, "softcap": False, "per_layer_rope": False,
+                "sinks": bool(VARIANTS[self.variant].get("sink")), "sink_logits": False, "softcap": False,
+                "per_layer_rope": False,
                 "partial_rotary": True, "settable_p0": False, "min_window": 1, "max_batch": 64,
-                "max_position": MAX_CONTEXT - 1, "profile": PROFILE_F32}
+                "max_position": MAX_CONTEXT - 1, "profile": PROFILE_F32,
+                **({"max_sliding_windows": 1} if VARIANTS[self.variant].get("sink") else {})}
 
     def unsupported(self, case):
         if case.k_dtype != case.v_dtype or case.k_dtype not in DTYPES:
             return f"K {case.k_dtype}, V {case.v_dtype}: the cache is the model dtype (model.to(dtype))"
-        if case.max_position() >= MAX_CONTEXT:
+        sink = VARIANTS[self.variant].get("sink")
+        if sink and len({(lay["window"], lay["sinks"]) for lay in case.layers}) > 1:
+            return ("layers of different windows or sink counts (a full-attention layer beside a sliding one "
+                    "included): enable_attention_sink gives every layer the one S, W of --use_attention_sink S,W")
+        if sink and case.layers[0]["sinks"] + 2 * case.layers[0]["window"] > MAX_CONTEXT:
+            lay = case.layers[0]
+            return (f"S + 2 W = {lay['sinks'] + 2 * lay['window']}: KVCacheWithAttentionSink allocates S + 2 W slots "
+                    f"and RopeWithAttentionSink a table of S + 2 W positions (here at most {MAX_CONTEXT})")
+        if not sink and case.max_position() >= MAX_CONTEXT:
             return f"position {case.max_position()}: Rope precomputes max_context_len positions (here at most {MAX_CONTEXT})"
         ropes = {str(sorted(lay["rope"].items())) for lay in case.layers}
         if len(ropes) > 1:
@@ -186,12 +219,21 @@ class ExecuTorchRing:
             return f"RoPE {rope['style']} / {rope['scaling']}: ExecuTorch's Rope rotates every layer, no linear or NTK scaling"
         if rope.get("rotary_dim") and rope["style"] != "neox":
             return "partial rotary on the Llama (gptj) path: only the HF path has partial_rotary_factor"
-        if any(lay["sinks"] for lay in case.layers) or case.sink_logits or case.softcap:
-            return "sink tokens, sink logits or softcap: AttentionMHA has none"
+        if (any(lay["sinks"] for lay in case.layers) and not sink) or case.sink_logits or case.softcap:
+            return "sink tokens (the sink variant has them), sink logits or softcap: AttentionMHA has none"
         if abs(case.scale - 1.0 / np.sqrt(case.D)) > 1e-12:
             return "softmax scale other than 1/sqrt(D)"
         windows = [case.layers[l]["window"] for l in range(case.L) if case.is_sliding(l)]
         longest = max((c.n for step in case.steps for c in step.chunks), default=0)
+        if sink:
+            S, W = case.layers[0]["sinks"], case.layers[0]["window"]
+            for step in case.steps:
+                for c in step.chunks:
+                    window_tokens = c.n - max(0, min(c.n, S - c.position))
+                    if window_tokens > 2 * W:
+                        return (f"a chunk of {window_tokens} window tokens with W = {W}: KVCacheWithAttentionSink.update "
+                                f"asserts that they fit its ring of 2 W slots")
+            return None
         if windows and longest > 2 * min(windows):
             return (f"a chunk of {longest} tokens with W = {min(windows)}: RingKVCache.update asserts the chunk "
                     f"fits its 2 W slots (AssertionError: Update sequence length({longest}) for kv cache must be "
