@@ -16,12 +16,20 @@ exactly spec §2's window at every query (the adapter then passes W as the layer
 loses keys as measured (docs/engines.md, ExecuTorch, deviation 1: the chunk's own tokens overwrite the
 slots of the keys its first queries still need, and the mask, built from the cached positions after the
 update, hides them): its first query sees a strict part of its window, the overwritten keys missing.
+
+The sink variant (enable_attention_sink: KVCacheWithAttentionSink, RopeWithAttentionSink) runs the same
+with S = 0 .. 3 sink tokens (--use_attention_sink S,W): spec §2's set is then the sinks 0 .. S - 1 plus the
+window, and T = 40 > S + 2 W, so every query after the ring's wrap must still see the sinks. Its long
+chunk is run with S = 0 and 1. And its RoPE positions, as measured (deviation 2): the frequencies
+RopeWithAttentionSink gives position p are the plain Rope's at S + (p - S) mod 2 W from p = S + 2 W on,
+not at p (and at p below that).
 """
 import os
 import sys
 import types
 
 import numpy as np
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import adapter  # noqa: E402
@@ -30,10 +38,10 @@ D, T = 64, 40
 ROPE = {"style": "neox", "theta": 10000.0, "scaling": "none", "rotary_dim": 0}
 
 
-def shape(window):
-    """What adapter.Model reads of a case: one sliding layer of window W, one head, f32."""
+def shape(window, sinks=0):
+    """What adapter.Model reads of a case: one sliding layer of window W (and S sinks), one head, f32."""
     return types.SimpleNamespace(Hq=1, Hkv=1, D=D, L=1, k_dtype="f32", max_tokens=T + 1,
-                                 layers=[{"window": window, "rope": ROPE}], is_sliding=lambda l: True,
+                                 layers=[{"window": window, "sinks": sinks, "rope": ROPE}], is_sliding=lambda l: True,
                                  max_position=lambda: T)
 
 
@@ -51,9 +59,14 @@ def seen(out_row):
     return keys, bool(keys) and all(abs(out_row[j] - want) < 1e-6 for j in keys)
 
 
-def run(window, sizes, variant):
+def spec_set(t, window, sinks):
+    """Spec §2: query t sees key j iff j <= t and (j < S or j > t - W)."""
+    return [j for j in range(t + 1) if j < sinks or j > t - window]
+
+
+def run(window, sizes, variant, sinks=0):
     """The visible keys of every query, the sequence sent in chunks of the given sizes."""
-    model = adapter.Model(shape(window), variant, None)
+    model = adapter.Model(shape(window, sinks), variant, None)
     got, start = {}, 0
     for n in sizes:
         out = model.forward_chunk(chunk(start, n))  # [L][n][Hq][D]
@@ -65,30 +78,54 @@ def run(window, sizes, variant):
 
 def main():
     variant = os.environ.get("RINGKV_ENGINE_VARIANT") or "ring"
+    sink = bool(adapter.VARIANTS[variant].get("sink"))
     failures = []
     for w in range(1, 7):
-        for path, sizes in (("decode", [1] * T), ("chunks", [w + 1] * (T // (w + 1)))):
-            for t, (keys, uniform) in run(w, sizes, variant).items():
-                want = list(range(max(0, t - w + 1), t + 1))
-                if keys != want or not uniform:
-                    failures.append(f"{path} W={w} query {t}: sees {keys}, spec §2: {want}")
-    print(f"decode and chunks of W + 1: every query of W = 1..6 sees spec §2's window ({variant})"
+        for s in (0, 1, 2, 3) if sink else (0,):
+            for path, sizes in (("decode", [1] * T), ("chunks", [w + 1] * (T // (w + 1)))):
+                for t, (keys, uniform) in run(w, sizes, variant, s).items():
+                    want = spec_set(t, w, s)
+                    if keys != want or not uniform:
+                        failures.append(f"{path} W={w} S={s} query {t}: sees {keys}, spec §2: {want}")
+    print(f"decode and chunks of W + 1: every query of W = 1..6{', S = 0..3' if sink else ''} sees spec §2's "
+          f"{'sinks and ' if sink else ''}window ({variant})"
           if not failures else f"{len(failures)} deviations on decode / chunks of W + 1")
     # the long chunk: measured, deviation 1
     for w in range(2, 7):
-        got = run(w, [w, w + 2], variant)
-        keys, _ = got[w]
-        want = list(range(1, w + 1))
-        if keys != want[1:]:
-            failures.append(f"long chunk W={w}: query {w} (the chunk's first, after {w} tokens) sees {keys}, spec §2: "
-                            f"{want}; measured before: {want[1:]} (key 1, whose slot the chunk's last token took, lost)")
+        for s in (0, 1) if sink else (0,):
+            got = run(w, [w, w + 2], variant, s)
+            keys, _ = got[w]
+            want = spec_set(w, w, s)
+            lost = [j for j in want if j != 1]
+            if keys != lost:
+                failures.append(f"long chunk W={w} S={s}: query {w} (the chunk's first, after {w} tokens) sees {keys}, "
+                                f"spec §2: {want}; measured before: {lost} (key 1, whose slot the chunk's last token "
+                                f"took, lost)")
     if not failures:
         print("a chunk of W + 2 after earlier context: its first query loses keys of its window (deviation 1, as measured)")
+    if sink:  # RopeWithAttentionSink's positions: measured, deviation 2
+        before = len(failures)
+        for w in range(1, 7):
+            for s in (0, 1, 2, 3):
+                model = adapter.Model(shape(w, s), variant, None)
+                plain = adapter.Rope(model.args)
+                for p in range(T):
+                    remapped = p if p < s + 2 * w else s + (p - s) % (2 * w)
+                    got = model.rope.get_freqs(torch.tensor([p]), 1)
+                    want = plain.get_freqs(torch.tensor([remapped]), 1)
+                    true = plain.get_freqs(torch.tensor([p]), 1)
+                    if not all(torch.equal(a, b) for a, b in zip(got, want)) or \
+                            (remapped != p and all(torch.equal(a, b) for a, b in zip(got, true))):
+                        failures.append(f"RoPE W={w} S={s} position {p}: measured before: the plain Rope's at {remapped}")
+        if len(failures) == before:
+            print("RopeWithAttentionSink rotates position p >= S + 2 W as S + (p - S) mod 2 W, below it as p "
+                  "(deviation 2, as measured)")
     for f in failures[:20]:
         print("FAILED:", f)
     if failures:
         sys.exit(1)
-    print("ExecuTorch's window is spec §2's W (layer size W) on decode and chunks of up to W + 1 tokens")
+    print("ExecuTorch's window is spec §2's W (layer size W) on decode and chunks of up to W + 1 tokens" +
+          (", its sinks spec §2's S (before and after the wrap)" if sink else ""))
 
 
 if __name__ == "__main__":
