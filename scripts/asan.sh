@@ -21,6 +21,14 @@
 #   the mutant plugins through the CLI (cli.plugin_mutant_*: the same host and worker code that
 #     cli.plugin_reference_* and ringkv_abi_tests run), the numpy example and the Python readers
 #     (they need a virtual environment, not sanitized code).
+# Built but not run here, for their time under ASan (about 8 of its 15 minutes, measured on a clean clone):
+#   ScaleRun.EveryControlPassesAtTheScaleShape and ScaleRun.TheF16PvControlPassesWhereItsSumStagnates
+#     (460 s and 334 s: numerics at W 1024 and 4096, the bounds against the controls; the same
+#     run_scale_case, oracle and sampler run under ASan in ScaleRun.TheBoundariesAlone..., OracleRelease.*
+#     and ScaleSample.*);
+#   cli.shard_merge_same_as_unsharded (189 s: every golden case and property in 3 shards and unsharded;
+#     the shard and merge code runs under ASan in cli.jobs_same_report_for_1_and_4 and
+#     cli.shard_from_runner_environment).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
@@ -31,8 +39,8 @@ cmake --build --preset asan --target ringkv ringkv_abi_tests ringkv_unit_tests r
   ringkv_scale_tests ringkv_golden_tests ringkv_golden_malformed_tests ringkv_golden_outputs_tests ringkv_allocation_tests ringkv_outputs_fixture \
   $(for f in fuzz/*.dict; do echo "ringkv_fuzz_replay_$(basename "$f" .dict)"; done)
 echo "asan: built in $(( $(date +%s) - start )) s"
-ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|python_readers|numpy_example|_NOT_BUILT|^package\.|^python\.'
-ctest --preset asan -R '^cli\.' -LE scale -E 'cli\.plugin_mutant_|jobs_killed_shard|shrink_bench|numpy_example|_NOT_BUILT'
+ctest --preset asan -L 'unit|golden|fuzz' -E 'ExhaustiveOverAllF32Patterns|ScaleRun\.EveryControlPassesAtTheScaleShape|ScaleRun\.TheF16PvControlPasses|python_readers|numpy_example|_NOT_BUILT|^package\.|^python\.'
+ctest --preset asan -R '^cli\.' -LE scale -E 'cli\.plugin_mutant_|cli\.shard_merge_same_as_unsharded|jobs_killed_shard|shrink_bench|numpy_example|_NOT_BUILT'
 ./build-asan/abi/ringkv_abi_tests
 ./build-asan/conformance/ringkv_allocation_tests
 echo "asan: tests done at $(( $(date +%s) - start )) s"
