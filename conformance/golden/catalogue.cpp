@@ -892,6 +892,12 @@ std::vector<GoldenSpec> golden_set() {
   serving("serving_prefixes_f32_w8_d32", {LayerConfig{8, 0, neox()}}, 2, 1, 32, DType::f32, 222);
   serving("serving_prefixes_bf16_w4_d64", {LayerConfig{4, 0, neox()}}, 1, 1, 64, DType::bf16, 223);
   serving("serving_prefixes_bf16_w4_d128", {LayerConfig{4, 0, neox(500000.0)}}, 1, 1, 128, DType::bf16, 224);
+  // The same schedule at block scale: every prefix (W - 1 .. W + 3 tokens at W 40) longer than a block of 32
+  // tokens, the least block a paged cache keys its prefix cache on (vLLM's CPU_ATTN), so that the re-sent
+  // prefixes can hit blocks the first request's window has already freed; sliding beside full (W 128 is at
+  // least the case's length): a hybrid cache's two groups must both hit. Hq 1 and D 32 keep it to 1.7 MB.
+  serving("serving_prefixes_f32_w40_sliding_full_d32", {LayerConfig{40, 0, neox()}, LayerConfig{128, 0, neox()}}, 1, 1,
+          32, DType::f32, 228);
   // Many sequences at once (issue 35): four sequences joining at different steps into one window of 128,
   // about 320 cells in use at once, 32+ decodes past the window, learned sink logits.
   const auto long_multi = [&](const char* name, int Hq, int D, DType dtype, uint64_t seed, std::vector<int64_t> prompts,

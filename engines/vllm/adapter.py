@@ -139,7 +139,9 @@ VARIANTS = {
 }
 # The counts of vllm-stats.json that must be > 0 on the committed goldens for each variant (paths_taken.py).
 PATHS = {
-    "default": ("several_running", "generated_tokens", "two_group_engines"),
+    # default: the shared-prefix goldens at block scale (serving_prefixes_f32_w40_sliding_full_d32: prefixes
+    # of 39..43 tokens, longer than CPU_ATTN's block of 32) hit blocks the first request's window freed
+    "default": ("several_running", "generated_tokens", "two_group_engines", "prefix_cache_hits"),
     "chunked-preempt": ("prompt_chunks_split", "preemptions", "recomputed_tokens"),
     "resend": ("prefix_cache_hits",),
     "spec-ngram": ("spec_draft_tokens", "spec_accepted_tokens", "spec_rejected_tokens"),
