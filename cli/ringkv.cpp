@@ -24,6 +24,7 @@
 
 #include "check.hpp"
 #include "golden/coverage.hpp"
+#include "golden/pairs.hpp"
 #include "golden/golden.hpp"
 #include "golden/scale_golden.hpp"
 #include "support/capabilities.hpp"
@@ -193,6 +194,11 @@ int main(int argc, char** argv) {
   lst->add_option("--level", list_level, "Only cases of this level: core or feature");
   CLI::App* mat = golden_cmd->add_subcommand("matrix", "Print the coverage matrix of docs/golden-format.md "
                                                        "(cases per class for typical capability sets)");
+  int pairs_min = 2;
+  CLI::App* prs = golden_cmd->add_subcommand("pairs", "Print the pairwise coverage of the feature axes of docs/golden-format.md "
+                                                      "(value pairs held by too few cases of a golden set's manifest)");
+  prs->add_option("--golden", verify_dir, "Golden folder (default: the committed golden/)");
+  prs->add_option("--min-cases", pairs_min, "Cases a value pair needs (default 2)")->check(CLI::Range(1, 1000));
 
   // ---- report merge ----
   CLI::App* report_cmd = app.add_subcommand("report", "Work with JSON reports of `ringkv check`");
@@ -299,6 +305,12 @@ int main(int argc, char** argv) {
       }
       if (mat->parsed()) {
         std::cout << golden::coverage_matrix_markdown(golden::golden_set());
+        return 0;
+      }
+      if (prs->parsed()) {
+        std::vector<std::pair<std::string, std::vector<std::string>>> cases;
+        for (const golden::ManifestEntry& e : golden::read_manifest(verify_dir)) cases.emplace_back(e.name, e.classes);
+        std::cout << golden::pair_gaps_markdown(cases, pairs_min);
         return 0;
       }
       std::cout << describe_golden(verify_dir, describe_case);
