@@ -1,6 +1,7 @@
 // ringkv golden: the committed case catalogue and the boundary classes it must cover.
 #include "golden/golden.hpp"
 #include "golden/detail.hpp"
+#include "golden/pairs.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -924,6 +925,9 @@ std::vector<GoldenSpec> golden_set() {
     }
     s.classes = derived;
   }
+  // ---- the covering cases (issue 35): every value pair of every two feature axes in >= 2 cases ----
+  std::vector<GoldenSpec> covering = covering_cases(set);
+  for (GoldenSpec& g : covering) set.push_back(std::move(g));
   return set;
 }
 

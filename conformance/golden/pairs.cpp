@@ -115,6 +115,11 @@ std::string pair_gaps_markdown(const std::vector<std::pair<std::string, std::vec
   size_t covered = 0;
   for (const ValuePair& p : pairs) covered += p.cases.size() >= static_cast<size_t>(min_cases) ? 1 : 0;
   std::ostringstream os;
+  if (covered == pairs.size()) {
+    os << "All " << pairs.size() << " value pairs of " << feature_axes().size() << " axes are held by at least "
+       << min_cases << " cases.\n";
+    return os.str();
+  }
   os << covered << " of " << pairs.size() << " value pairs of " << feature_axes().size() << " axes are held by at least "
      << min_cases << " cases; the others, per pair of axes (value pair: cases holding it):\n\n";
   os << "| axes | value pairs held by fewer than " << min_cases << " cases |\n|---|---|\n";

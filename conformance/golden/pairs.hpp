@@ -40,4 +40,9 @@ std::vector<ValuePair> pair_coverage(const std::vector<std::pair<std::string, st
 std::string pair_gaps_markdown(const std::vector<std::pair<std::string, std::vector<std::string>>>& cases,
                                int min_cases = 2);
 
+/// The covering cases the catalogue adds to `base` (its other cases, classes derived) so that every value
+/// pair of every two axes is held by at least `need` cases: small cases, one row of values each, chosen
+/// greedily and deterministically (golden/covering.cpp; docs/golden-format.md §9.1).
+std::vector<GoldenSpec> covering_cases(const std::vector<GoldenSpec>& base, int need = 2);
+
 }  // namespace ringkv::golden
