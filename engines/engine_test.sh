@@ -16,6 +16,17 @@
 set -euo pipefail
 name=$1 src=$2 venv=$3 ringkv=$4 work=$5 random_n=$6 seed=$7 bug_cases=$8
 shift 8
+# A step that fails says which, with the tail of the adapter's and the check's logs (they go to files):
+# a CI run that fails shows its cause, not only the last line a step printed.
+on_error() {
+  local rc=$? line=$1 cmd=$2
+  echo "FAILED: engine_test.sh line $line exited $rc: $cmd" >&2
+  for l in "$work"/*.log; do
+    if [ -s "$l" ] && [ "$l" -nt "$work/.started" ]; then echo "--- last lines of $l" >&2; tail -15 "$l" >&2; fi
+  done
+  exit "$rc"
+}
+trap 'on_error $LINENO "$BASH_COMMAND"' ERR
 py="$venv/bin/python"
 case "$name" in  # the engine's own modules, pinned in engines/requirements.txt
   onnxruntime) modules="onnxruntime, onnx" ;;
@@ -43,7 +54,7 @@ adapter="$src/engines/$name/adapter.py"
 # each with its own verdicts: expected-<variant>.json (the default variant: expected.json).
 expected="$src/engines/$name/expected${RINGKV_ENGINE_VARIANT:+-$RINGKV_ENGINE_VARIANT}.json"
 verdicts="$py $src/engines/common/verdicts.py"
-rm -rf "$work" && mkdir -p "$work"
+rm -rf "$work" && mkdir -p "$work" && touch "$work/.started"
 export RINGKV_JAX_CACHE="$work/../jax-compilation-cache"
 
 if [ -f "$src/engines/$name/construction_test.py" ]; then
@@ -64,20 +75,17 @@ else
   echo "== committed golden cases"
 fi
 "$py" "$adapter" "$src/golden" "$work/golden" --ringkv "$ringkv" "${golden_filter[@]}" 2> "$work/golden.adapter.log"
-set +e
+# (its verdict is judged by verdicts.py from the report: a failing case exits 1 here, not an error)
 "$ringkv" check --quiet --golden "$src/golden" --outputs "$work/golden" "${golden_filter[@]}" --json "$work/golden.json" \
-  > "$work/golden.log" 2>&1
-set -e
+  > "$work/golden.log" 2>&1 || true
 $verdicts compare "$work/golden.json" "$expected"
 
 echo "== random set: $random_n cases, seed $seed"
 "$ringkv" golden generate --random "$random_n" --seed "$seed" --capabilities "$work/golden/capabilities.json" \
   --out "$work/random-golden" > /dev/null 2>&1
 "$py" "$adapter" "$work/random-golden" "$work/random" --ringkv "$ringkv" 2> "$work/random.adapter.log"
-set +e
 "$ringkv" check --quiet --golden "$work/random-golden" --outputs "$work/random" --require-classes 'a^' \
-  --json "$work/random.json" > "$work/random.log" 2>&1
-set -e
+  --json "$work/random.json" > "$work/random.log" 2>&1 || true
 $verdicts random "$work/random.json" "$expected" "$random_n" "$seed"
 
 if [ -f "$src/engines/$name/paths_taken.py" ]; then  # the engine's own counts: each variant's path was taken
@@ -89,11 +97,9 @@ for spec in "$@"; do
   bug=${spec%%=*} classes=${spec#*=}
   echo "== planted bug $bug"
   "$py" "$adapter" "$src/golden" "$work/bug-$bug" --filter "^($bug_cases)\$" --bug "$bug" 2> "$work/bug-$bug.adapter.log"
-  set +e
+  rc=0
   "$ringkv" check --quiet --golden "$src/golden" --outputs "$work/bug-$bug" --filter "^($bug_cases) " \
-    --json "$work/bug-$bug.json" > "$work/bug-$bug.log" 2>&1
-  rc=$?
-  set -e
+    --json "$work/bug-$bug.json" > "$work/bug-$bug.log" 2>&1 || rc=$?
   if [ "$rc" -ne 1 ]; then
     echo "FAILED: ringkv check did not fail $name with the planted bug $bug (exit $rc)" >&2
     tail -5 "$work/bug-$bug.log" >&2
