@@ -743,8 +743,7 @@ std::vector<GoldenSpec> golden_set() {
   rollback_case("rollback_d128_bf16", {"head_dim-128", "kv-bf16", "rollback-refused", "rollback-repeated",
                                        "rollback-reserve-edge", "rollback-at-wrap"},
                 {reserve(4, 2)}, 128, DType::bf16, 208, {1000},
-                {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 3, 11)}), step({2}, {rb(0, 1, 12)}), step({2}),
-                 step({1}, {rb(0, 3, 13)})});
+                one_layer_rollback_steps());
   // Rollback with sink tokens (issue 26): into the sinks (m <= S: honoured whatever H, and H restarts
   // at m), between the sinks and the window (S < m < S + W - 1: honoured only before the wrap), and
   // with reserve 0 in a batch; from p0 = 0, so that an engine that starts at 0 runs them too.
@@ -770,8 +769,7 @@ std::vector<GoldenSpec> golden_set() {
                                       uint64_t seed, int64_t p0) {
     rollback_case(name, with(classes, {"rollback-refused", "rollback-repeated", "rollback-reserve-edge", "rollback-at-wrap"}),
                   {reserve(4, 2)}, D, dtype, seed, {p0},
-                  {step({8}), step({1}, {rb(0, 2, 10)}), step({0}, {rb(0, 3, 11)}), step({2}, {rb(0, 1, 12)}), step({2}),
-                   step({1}, {rb(0, 3, 13)})});
+                  one_layer_rollback_steps());
   };
   one_layer_rollback("rollback_one_layer_d64_f16", {"head_dim-64", "kv-f16"}, 64, DType::f16, 212, 0);
   one_layer_rollback("rollback_one_layer_f32", {}, 32, DType::f32, 213, 7);

@@ -6,6 +6,7 @@
 // with the most missing coverage per byte it adds to the golden set. The search is deterministic
 // (std::mt19937_64, a fixed seed, raw draws only), so the set regenerates byte for byte.
 #include "golden/pairs.hpp"
+#include "golden/detail.hpp"
 
 #include <algorithm>
 #include <map>
@@ -19,7 +20,6 @@ namespace ringkv::golden {
 
 using conformance::Case;
 using conformance::DataMode;
-using conformance::RollbackPlan;
 using conformance::StepPlan;
 
 namespace {
@@ -78,7 +78,17 @@ int layer_count(const Row& r) {
   const int n = 1 + (r.yes(kWindows) ? 1 : 0) + (r.yes(kFull) ? 1 : 0);
   return r.yes(kPerLayer) ? std::max(n, 2) : n;
 }
-int64_t rows_appended(const Row& r) { return r.yes(kRollback) ? 14 : 9; }
+// The schedule of a row without rollback: a chunk of 5 across the wrap of W = 4, then decodes to t = 2W.
+std::vector<StepPlan> plain_steps() { return {StepPlan{{}, {5}}, StepPlan{{}, {1}}, StepPlan{{}, {1}}, StepPlan{{}, {2}}}; }
+int64_t appended(const std::vector<StepPlan>& steps) {
+  int64_t n = 0;
+  for (const StepPlan& st : steps) n += st.tokens[0];
+  return n;
+}
+int64_t rows_appended(const Row& r) {
+  static const int64_t plain = appended(plain_steps()), rollback = appended(detail::one_layer_rollback_steps());
+  return r.yes(kRollback) ? rollback : plain;
+}
 
 // Bytes the case adds to the golden set, roughly: per output element about 56 bytes (expected values, their
 // tolerance inputs, q), per layer and query head.
@@ -157,8 +167,7 @@ std::vector<std::vector<int>> as_indices(const std::vector<std::vector<std::stri
 
 // The next row: the best of `candidates`, each seeded with one pair still short of `need`, its other axes
 // set one by one (in axis order) to the value with the most gain per byte.
-Row next_row(PairCounts& counts, std::mt19937_64& rng, int need) {
-  const std::vector<PairCounts::Short> todo = counts.short_of(need);
+Row next_row(PairCounts& counts, const std::vector<PairCounts::Short>& todo, std::mt19937_64& rng, int need) {
   const auto pick = [&rng](size_t n) { return static_cast<size_t>(rng() % n); };
   std::optional<Row> best;
   double best_score = 0;
@@ -283,13 +292,11 @@ GoldenSpec build(const Row& r, uint64_t seed) {
   c.config.batch = 1;
   c.config.start_positions = {0};
   if (r.yes(kRollback)) {
-    const auto step = [](int64_t n, std::vector<RollbackPlan> rb = {}) { return StepPlan{{}, {n}, std::move(rb)}; };
-    c.steps = {step(8), step(1, {RollbackPlan{0, 2, 10}}), step(0, {RollbackPlan{0, 3, 11}}),
-               step(2, {RollbackPlan{0, 1, 12}}), step(2), step(1, {RollbackPlan{0, 3, 13}})};
+    c.steps = detail::one_layer_rollback_steps();
     c.config.max_tokens = 40;
   } else {
-    c.steps = {StepPlan{{}, {5}}, StepPlan{{}, {1}}, StepPlan{{}, {1}}, StepPlan{{}, {2}}};
-    c.config.max_tokens = 9;
+    c.steps = plain_steps();
+    c.config.max_tokens = appended(c.steps);
   }
   // The name says the row: storage, then each feature present, heads and head dim.
   std::string name = "pairwise_" + (r.storage.size() == 1 ? "kv_" + short_name(st[r.storage[0]])
@@ -321,9 +328,9 @@ std::vector<GoldenSpec> covering_cases(const std::vector<GoldenSpec>& base, int 
   std::mt19937_64 rng(35);
   std::vector<GoldenSpec> out;
   std::map<std::string, int> names;
-  while (!counts.short_of(need).empty()) {
+  for (std::vector<PairCounts::Short> todo = counts.short_of(need); !todo.empty(); todo = counts.short_of(need)) {
     if (out.size() >= 200) throw std::logic_error("covering_cases: more than 200 rows");
-    const Row r = next_row(counts, rng, need);
+    const Row r = next_row(counts, todo, rng, need);
     counts.add(held(r));
     GoldenSpec g = build(r, 300 + out.size());
     if (int n = ++names[g.name]; n > 1) g.name += "_" + std::to_string(n);

@@ -54,6 +54,19 @@ std::string repeats_to_json(const std::vector<int32_t>& repeat_of);
 /// Throws ringkv::Error naming the run, the rows and the tensor that differs, blaming the file (`src`).
 std::vector<int32_t> read_repeats(const GoldenCase& g, const std::string& text, const std::string& src);
 
+/// The one-layer rollback schedule of one sequence (rollback_d128_bf16, rollback_one_layer_*, and the
+/// covering cases with rollback): 8 tokens, then rollbacks of 2 (honoured), 3 (refused: a key a later
+/// query sees is overwritten in a ring of W 4 + reserve 2), 1 and 3 beside appends of 1, 2 and 1, each
+/// re-appended token a fresh stream (10 ...).
+inline std::vector<conformance::StepPlan> one_layer_rollback_steps() {
+  const auto step = [](int64_t n, std::vector<conformance::RollbackPlan> rb = {}) {
+    return conformance::StepPlan{{}, {n}, std::move(rb)};
+  };
+  using conformance::RollbackPlan;
+  return {step(8), step(1, {RollbackPlan{0, 2, 10}}), step(0, {RollbackPlan{0, 3, 11}}),
+          step(2, {RollbackPlan{0, 1, 12}}), step(2), step(1, {RollbackPlan{0, 3, 13}})};
+}
+
 /// The golden format version a case is written in: 2 (spec 1.1) with rollback events or a nonzero
 /// rollback reserve in any layer, else 1 (byte-identical to the files written before format 2).
 inline int format_version_of(const conformance::Case& c) {
