@@ -83,6 +83,10 @@ VARIANTS = {
     # export_llama --use_attention_sink S,W: enable_attention_sink (RopeWithAttentionSink, KVCacheWithAttentionSink:
     # S sink slots and a ring of 2 W) on every layer, in place of the local/global ring
     "sink": dict(custom=False, dynamic=True, sink=True),
+    # the custom variant's model exported (export_llama -X --xnnpack-extended-ops --use_sdpa_with_kv_cache
+    # --local_global_attention: LLMEdgeManager, to_edge_transform_and_lower with XNNPACK, to_executorch) and
+    # the .pte run by ExecuTorch's runtime (pte.py); dynamic shapes
+    "pte": dict(custom=True, dynamic=True, exported=True),
 }
 
 # Precision. f32 models: f32 everywhere (ExecuTorch's Rope tables in f32; torch's CPU SDPA and custom_sdpa
@@ -154,18 +158,24 @@ class Model(torch.nn.Module):
         input_pos = positions[:1] if self.args.enable_dynamic_shape else positions
         dtype = DTYPES[self.case.k_dtype]
         outs = []
+        hidden = hidden_states(chunk)
         for l, block in enumerate(self.layers):
             freq_pos = input_pos
             if self.bug == "rope-from-slot" and self.windows[l]:
                 freq_pos = input_pos % self.windows[l]
             freqs_cos, freqs_sin = self.rope.get_freqs(freq_pos, n)
-            x = np.concatenate([chunk.q[l].reshape(n, -1), chunk.k[l].reshape(n, -1), chunk.v[l].reshape(n, -1)],
-                               axis=-1)
-            x = torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(dtype)[None]
+            x = torch.from_numpy(hidden[l]).to(dtype)[None]
             with torch.no_grad():
                 h, _ = block.attention(x, freqs_cos, freqs_sin, input_pos=input_pos)
             outs.append(h[0, :, :self.case.Hq * self.case.D].float().numpy().reshape(n, self.case.Hq, self.case.D))
         return np.stack(outs)
+
+
+def hidden_states(chunk):
+    """[L, n, (Hq + 2 Hkv) D] float32: each token's raw q, k and v side by side, per layer."""
+    L, n = len(chunk.q), chunk.n
+    return np.ascontiguousarray(np.concatenate([np.asarray(chunk.q).reshape(L, n, -1), np.asarray(chunk.k).reshape(L, n, -1),
+                                                np.asarray(chunk.v).reshape(L, n, -1)], axis=-1), np.float32)
 
 
 def context_length(case):
@@ -186,7 +196,12 @@ class ExecuTorchRing:
         if self.variant not in VARIANTS:
             raise SystemExit(f"unknown variant {self.variant!r} (one of {', '.join(VARIANTS)})")
         self.bug = bug
-        self.name = f"executorch-{VERSION} AttentionMHA + {'CustomRingKVCache, custom_sdpa' if VARIANTS[self.variant]['custom'] else 'RingKVCache'}" \
+        self.exported = bool(VARIANTS[self.variant].get("exported"))
+        self.programs = {}  # pte: one exported program per model configuration (program_key), for the whole run
+        what = "CustomRingKVCache, custom_sdpa" if VARIANTS[self.variant]["custom"] else "RingKVCache"
+        if self.exported:
+            what = f"exported program (.pte, XNNPACK) of AttentionMHA + {what}, run by executorch.runtime"
+        self.name = f"executorch-{VERSION} {'' if self.exported else 'AttentionMHA + '}{what}" \
                     f" ({self.variant}, torch-{torch.__version__.split('+')[0]}, CPU)"
 
     def capabilities(self):
@@ -234,6 +249,13 @@ class ExecuTorchRing:
                         return (f"a chunk of {window_tokens} window tokens with W = {W}: KVCacheWithAttentionSink.update "
                                 f"asserts that they fit its ring of 2 W slots")
             return None
+        if self.exported and windows and longest > 2 * min(windows):
+            return (f"a chunk of {longest} tokens with W = {min(windows)}: the exported program takes chunks of at "
+                    f"most max_seq_length - 1 tokens, and a ring of W exports only with max_seq_length <= 2 W + 1 "
+                    f"(torch.export: Constraints violated (token_dim), RingKVCache.update's assert on its 2 W slots)")
+        if self.exported and longest >= context_length(case):
+            return (f"a chunk of {longest} tokens: the exported program takes at most max_seq_length - 1 "
+                    f"= {context_length(case) - 1} (max_seq_length <= max_context_length)")
         if windows and longest > 2 * min(windows):
             return (f"a chunk of {longest} tokens with W = {min(windows)}: RingKVCache.update asserts the chunk "
                     f"fits its 2 W slots (AssertionError: Update sequence length({longest}) for kv cache must be "
@@ -254,9 +276,26 @@ class ExecuTorchRing:
         results = []
         for c in chunks:
             if c.seq not in self.models:
-                self.models[c.seq] = Model(self.case, self.variant, self.bug)
-            results.append(self.models[c.seq].forward_chunk(c))
+                self.models[c.seq] = self.session() if self.exported else Model(self.case, self.variant, self.bug)
+            if self.exported:
+                results.append(self.models[c.seq].forward_chunk(hidden_states(c), c.position))
+            else:
+                results.append(self.models[c.seq].forward_chunk(c))
         return results
+
+    def session(self):
+        """pte: a new runtime session (a freshly loaded method) of the case's program, exported once per run."""
+        key = program_key(self.case, self.bug)
+        if key not in self.programs:
+            import pte  # engines/executorch/pte.py: the export and the runtime
+            self.programs[key] = pte.Program(Model(self.case, self.variant, self.bug))
+        return self.programs[key].session()
+
+
+def program_key(case, bug):
+    """What an exported program depends on: the model's shape, windows, RoPE, dtype and context (and the bug)."""
+    return (case.L, case.Hq, case.Hkv, case.D, case.k_dtype, context_length(case), str(sorted(case.layers[0]["rope"].items())),
+            tuple(case.layers[l]["window"] if case.is_sliding(l) else 0 for l in range(case.L)), bug)
 
 
 if __name__ == "__main__":
