@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Finds ExecuTorch's sliding-window convention by running it: AttentionMHA with the ring cache its exporter
-installs (adapter.py's Model: RingKVCache, or CustomRingKVCache with custom_sdpa in the custom variant).
+installs (adapter.py's Model: RingKVCache, or CustomRingKVCache with custom_sdpa in the custom variant), or,
+in the pte variant, that model exported to a .pte and run by ExecuTorch's runtime (pte.py; W = 1 .. 3 there,
+one export per W, every schedule on a fresh session of its program).
 
 One head, head dim 64, q = 0 and k = 0 (uniform attention over the visible keys) and V of the token at
 position j the unit vector e_j: the output of the query at position t is 1/n at every key j it sees, 0
@@ -35,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import adapter  # noqa: E402
 
 D, T = 64, 40
+WINDOWS = range(1, 7)
+PTE_WINDOWS = range(1, 4)  # the pte variant: one export per window (about 10 s each on 2 cores)
 ROPE = {"style": "neox", "theta": 10000.0, "scaling": "none", "rotary_dim": 0}
 
 
@@ -76,24 +80,51 @@ def run(window, sizes, variant, sinks=0):
     return got
 
 
+def run_exported(schedules):
+    """pte: the visible keys of every (W, S, sizes) of schedules: one exported program per W (exports are slow: W =
+    1 .. 3 only, PTE_WINDOWS), each schedule run on a fresh session of it (a newly loaded method)."""
+    import pte
+    got = {}
+    for w in sorted({w for w, _, _ in schedules}):
+        program = pte.Program(adapter.Model(shape(w), "pte", None))
+        for sched in (x for x in schedules if x[0] == w):
+            session, start, seen_by = program.session(), 0, {}
+            for n in sched[2]:
+                out = session.forward_chunk(adapter.hidden_states(chunk(start, n)), start)
+                for i in range(n):
+                    seen_by[start + i] = seen(out[0, i, 0])
+                start += n
+            got[sched] = seen_by
+    return got
+
+
 def main():
     variant = os.environ.get("RINGKV_ENGINE_VARIANT") or "ring"
     sink = bool(adapter.VARIANTS[variant].get("sink"))
+    exported = bool(adapter.VARIANTS[variant].get("exported"))
+    windows = PTE_WINDOWS if exported else WINDOWS
+    schedules = [(w, s, tuple(sizes)) for w in windows for s in ((0, 1, 2, 3) if sink else (0,))
+                 for sizes in ([1] * T, [w + 1] * (T // (w + 1)))] + \
+                [(w, s, (w, w + 2)) for w in windows if w >= 2 for s in ((0, 1) if sink else (0,))]
+    if exported:
+        results = run_exported(schedules)
+    else:
+        results = {(w, s, sizes): run(w, sizes, variant, s) for w, s, sizes in schedules}
     failures = []
-    for w in range(1, 7):
+    for w in windows:
         for s in (0, 1, 2, 3) if sink else (0,):
             for path, sizes in (("decode", [1] * T), ("chunks", [w + 1] * (T // (w + 1)))):
-                for t, (keys, uniform) in run(w, sizes, variant, s).items():
+                for t, (keys, uniform) in results[(w, s, tuple(sizes))].items():
                     want = spec_set(t, w, s)
                     if keys != want or not uniform:
                         failures.append(f"{path} W={w} S={s} query {t}: sees {keys}, spec §2: {want}")
-    print(f"decode and chunks of W + 1: every query of W = 1..6{', S = 0..3' if sink else ''} sees spec §2's "
+    print(f"decode and chunks of W + 1: every query of W = {windows[0]}..{windows[-1]}{', S = 0..3' if sink else ''} sees spec §2's "
           f"{'sinks and ' if sink else ''}window ({variant})"
           if not failures else f"{len(failures)} deviations on decode / chunks of W + 1")
     # the long chunk: measured, deviation 1
-    for w in range(2, 7):
+    for w in (w for w in windows if w >= 2):
         for s in (0, 1) if sink else (0,):
-            got = run(w, [w, w + 2], variant, s)
+            got = results[(w, s, (w, w + 2))]
             keys, _ = got[w]
             want = spec_set(w, w, s)
             lost = [j for j in want if j != 1]
